@@ -1,0 +1,40 @@
+# Switchboard. Two commands do all the set-up on a fresh machine:
+#   make run    the server (a private PostgreSQL when DATABASE_URL is unset) plus a demo endpoint
+#   make test   every test against real PostgreSQL, then lint
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO     ?= go
+BIN    := bin/switchboard
+PG     := db/pgcluster.sh
+
+# With DATABASE_URL unset, start the private cluster; the URLs below then point at it.
+define with_db
+if [ -z "$$DATABASE_URL" ]; then $(PG) start; fi; \
+admin=$${DATABASE_URL:-$$($(PG) url)}; \
+app=$${DATABASE_URL:-$${admin%/postgres?*}/switchboard?sslmode=disable}
+endef
+
+.PHONY: build run test test-go lint bench clean-db
+
+build:
+	$(GO) build -o $(BIN) ./cmd/switchboard
+
+run: build
+	@$(with_db); export DATABASE_URL=$$app; \
+	$(BIN) migrate && $(BIN) demo && exec $(BIN) serve
+
+test: build
+	@$(with_db); export SWITCHBOARD_TEST_DATABASE_URL=$$admin; unset DATABASE_URL; \
+	$(GO) test -count=1 -timeout 20m ./... && $(MAKE) --no-print-directory lint
+
+lint:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	@$(with_db); SWITCHBOARD_TEST_DATABASE_URL=$$admin db/lint.sh
+
+bench: build
+	@$(with_db); export SWITCHBOARD_TEST_DATABASE_URL=$$admin; unset DATABASE_URL; \
+	$(GO) run ./tests/bench
+
+clean-db:
+	$(PG) stop; rm -rf .pgdata

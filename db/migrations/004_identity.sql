@@ -1,0 +1,295 @@
+-- Humans, agents, endpoints, friend edges and settings: what the operator CLI drives.
+
+CREATE FUNCTION switchboard.human_add(p_name text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    h switchboard.humans;
+BEGIN
+    IF p_name IS NULL OR p_name !~ '^[^[:space:][:cntrl:]][^[:cntrl:]]{0,127}$' THEN
+        PERFORM switchboard.refuse('invalid_argument', 'human name must be 1-128 printable characters');
+    END IF;
+    INSERT INTO switchboard.humans (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING RETURNING * INTO h;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('conflict', 'a human with that name exists');
+    END IF;
+    RETURN jsonb_build_object('id', h.id, 'name', h.name);
+END
+$$;
+COMMENT ON FUNCTION switchboard.human_add(text) IS 'Add a human (principal). conflict when the name is taken.';
+
+CREATE FUNCTION switchboard.human_id(p_name text) RETURNS uuid
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    SELECT id INTO v_id FROM switchboard.humans WHERE name = p_name;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('not_found', 'unknown human');
+    END IF;
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION switchboard.human_id(text) IS 'Id of a human by name; not_found when unknown.';
+
+-- An endpoint by id (uuid text) or slug; not_found otherwise.
+CREATE FUNCTION switchboard.endpoint_id(p_ref text) RETURNS uuid
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    SELECT id INTO v_id FROM switchboard.endpoints
+     WHERE slug = p_ref
+        OR (p_ref ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' AND id = p_ref::uuid);
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('not_found', 'unknown endpoint');
+    END IF;
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION switchboard.endpoint_id(text) IS 'Resolve an endpoint id or slug; not_found when unknown.';
+
+CREATE FUNCTION switchboard.endpoint_json(e switchboard.endpoints) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'endpoint_id', e.id,
+        'slug', e.slug,
+        'agent_id', e.agent_id,
+        'agent', a.name,
+        'human_id', a.owner_human_id,
+        'human', h.name,
+        'state', e.state,
+        'credential_prefix', e.credential_prefix,
+        'queues', to_jsonb(e.queues),
+        'verbs', to_jsonb(e.verbs),
+        'ceiling', jsonb_build_object('max', e.webhook_max,
+                                      'allowed_source_types', to_jsonb(e.webhook_sources),
+                                      'allowed_queues', to_jsonb(e.webhook_queues)),
+        'lease_ttl_seconds', e.lease_ttl_seconds,
+        'created_at', switchboard.rfc3339(e.created_at),
+        'revoked_at', switchboard.rfc3339(e.revoked_at))
+      FROM switchboard.agents a
+      JOIN switchboard.humans h ON h.id = a.owner_human_id
+     WHERE a.id = e.agent_id
+$$;
+COMMENT ON FUNCTION switchboard.endpoint_json(switchboard.endpoints) IS 'Operator view of an endpoint; never the credential.';
+
+-- Vend an endpoint. The credential is minted by the caller; only its sha256 and a display prefix
+-- arrive here. The agent is created under the human when it does not exist yet.
+CREATE FUNCTION switchboard.endpoint_vend(
+    p_human             text,
+    p_agent             text,
+    p_credential_hash   bytea,
+    p_credential_prefix text,
+    p_queues            text[],
+    p_verbs             text[] DEFAULT NULL,     -- NULL: every verb
+    p_webhook_max       int DEFAULT 0,
+    p_webhook_sources   text[] DEFAULT '{}',
+    p_webhook_queues    text[] DEFAULT '{}',
+    p_lease_ttl_seconds int DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_human uuid := switchboard.human_id(p_human);
+    v_agent uuid;
+    v_verbs text[];
+    e switchboard.endpoints;
+BEGIN
+    IF p_agent IS NULL OR p_agent !~ '^[^[:space:][:cntrl:]][^[:cntrl:]]{0,127}$' THEN
+        PERFORM switchboard.refuse('invalid_argument', 'agent name must be 1-128 printable characters');
+    END IF;
+    IF coalesce(cardinality(p_queues), 0) = 0
+       OR EXISTS (SELECT 1 FROM unnest(p_queues) q WHERE q IS NULL OR q !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$')
+       OR EXISTS (SELECT 1 FROM unnest(p_webhook_queues) q WHERE q IS NULL OR q !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$') THEN
+        PERFORM switchboard.refuse('invalid_argument', 'queue names must match [A-Za-z0-9][A-Za-z0-9._:-]*');
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_verbs) v WHERE NOT EXISTS (SELECT 1 FROM switchboard.verbs WHERE name = v)) THEN
+        PERFORM switchboard.refuse('invalid_argument', 'unknown verb');
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_webhook_sources) s
+                WHERE s IS NULL OR s NOT IN ('github', 'gitea', 'stripe', 'slack', 'cairn', 'generic')) THEN
+        PERFORM switchboard.refuse('invalid_argument', 'unknown webhook source type');
+    END IF;
+    IF p_webhook_max IS NULL OR p_webhook_max < 0 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'webhook max must be 0 or more');
+    END IF;
+    IF p_lease_ttl_seconds IS NOT NULL AND p_lease_ttl_seconds NOT BETWEEN 1 AND 86400 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'lease ttl must be 1..86400 seconds');
+    END IF;
+
+    -- list_todos implies get_todo; the stored allowlist is the effective one, in vocabulary order.
+    SELECT array_agg(v.name ORDER BY v.family, v.name) INTO v_verbs
+      FROM switchboard.verbs v
+     WHERE p_verbs IS NULL OR v.name = ANY (p_verbs)
+        OR (v.name = 'get_todo' AND 'list_todos' = ANY (p_verbs));
+
+    INSERT INTO switchboard.agents (owner_human_id, name) VALUES (v_human, p_agent)
+    ON CONFLICT (owner_human_id, name) DO NOTHING;
+    SELECT id INTO v_agent FROM switchboard.agents WHERE owner_human_id = v_human AND name = p_agent;
+
+    INSERT INTO switchboard.endpoints (agent_id, slug, credential_hash, credential_prefix, queues, verbs,
+                                       webhook_max, webhook_sources, webhook_queues, lease_ttl_seconds)
+    VALUES (v_agent,
+            trim(BOTH '-' FROM regexp_replace(lower(p_agent), '[^a-z0-9]+', '-', 'g')) || '-'
+                || substr(md5(gen_random_uuid()::text), 1, 8),
+            p_credential_hash, p_credential_prefix,
+            (SELECT array_agg(DISTINCT q ORDER BY q) FROM unnest(p_queues) q),
+            coalesce(v_verbs, '{}'),
+            p_webhook_max,
+            coalesce((SELECT array_agg(DISTINCT s ORDER BY s) FROM unnest(p_webhook_sources) s), '{}'),
+            coalesce((SELECT array_agg(DISTINCT q ORDER BY q) FROM unnest(p_webhook_queues) q), '{}'),
+            p_lease_ttl_seconds)
+    RETURNING * INTO e;
+    INSERT INTO switchboard.doorbell (endpoint_id) VALUES (e.id);
+    RETURN switchboard.endpoint_json(e);
+END
+$$;
+COMMENT ON FUNCTION switchboard.endpoint_vend(text, text, bytea, text, text[], text[], int, text[], text[], int) IS
+  'Vend an endpoint for an agent of a human (agent created when new). Validates queues, verbs, ceiling. Stores only the credential hash.';
+
+-- Authentication: one call per request. Active endpoints only.
+CREATE FUNCTION switchboard.endpoint_resolve(p_credential_hash bytea)
+RETURNS TABLE (endpoint_id uuid, slug text, agent_id uuid, human_id uuid, queues text[], verbs text[])
+LANGUAGE sql STABLE AS $$
+    SELECT e.id, e.slug, e.agent_id, a.owner_human_id, e.queues, e.verbs
+      FROM switchboard.endpoints e
+      JOIN switchboard.agents a ON a.id = e.agent_id
+     WHERE e.credential_hash = p_credential_hash AND e.state = 'active'
+$$;
+COMMENT ON FUNCTION switchboard.endpoint_resolve(bytea) IS
+  'The active endpoint (and its immutable scope) whose credential hashes to p_credential_hash; no row otherwise.';
+
+CREATE FUNCTION switchboard.endpoint_list(p_human text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_human uuid;
+BEGIN
+    IF p_human IS NOT NULL THEN
+        v_human := switchboard.human_id(p_human);
+    END IF;
+    RETURN coalesce((SELECT jsonb_agg(switchboard.endpoint_json(e) ORDER BY e.created_at, e.id)
+                       FROM switchboard.endpoints e
+                       JOIN switchboard.agents a ON a.id = e.agent_id
+                      WHERE v_human IS NULL OR a.owner_human_id = v_human), '[]'::jsonb);
+END
+$$;
+COMMENT ON FUNCTION switchboard.endpoint_list(text) IS 'All endpoints, or those of one human; never a credential.';
+
+-- Revoke: the credential stops resolving, open todos are dead-lettered, servers close its sessions
+-- (NOTIFY switchboard_revoked). Repeating it is harmless.
+CREATE FUNCTION switchboard.endpoint_revoke(p_endpoint uuid) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_count int;
+BEGIN
+    UPDATE switchboard.endpoints SET state = 'revoked', revoked_at = coalesce(revoked_at, now())
+     WHERE id = p_endpoint;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('not_found', 'unknown endpoint');
+    END IF;
+    UPDATE switchboard.todos
+       SET state = 'failed', next_retry_at = NULL, lease_expires_at = NULL, lease_token_hash = NULL,
+           result = '{"error": "endpoint_revoked"}', completed_at = now(), updated_at = now()
+     WHERE endpoint_id = p_endpoint
+       AND (state IN ('pending', 'claimed') OR next_retry_at IS NOT NULL);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM pg_notify('switchboard_revoked', p_endpoint::text);
+    RETURN jsonb_build_object('endpoint_id', p_endpoint, 'state', 'revoked', 'todos_dead_lettered', v_count);
+END
+$$;
+COMMENT ON FUNCTION switchboard.endpoint_revoke(uuid) IS
+  'Revoke an endpoint: credential dead at once, open todos dead-lettered (result endpoint_revoked), live sessions told to close.';
+
+CREATE FUNCTION switchboard.friend_json(f switchboard.friend_edges) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'id', f.id,
+        'from_human', (SELECT name FROM switchboard.humans WHERE id = f.from_human),
+        'to_human', (SELECT name FROM switchboard.humans WHERE id = f.to_human),
+        'state', f.state,
+        'created_at', switchboard.rfc3339(f.created_at),
+        'decided_at', switchboard.rfc3339(f.decided_at))
+$$;
+COMMENT ON FUNCTION switchboard.friend_json(switchboard.friend_edges) IS 'Operator view of a friend edge.';
+
+CREATE FUNCTION switchboard.friend_request(p_from text, p_to text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    f switchboard.friend_edges;
+BEGIN
+    IF p_from = p_to THEN
+        PERFORM switchboard.refuse('invalid_argument', 'a human cannot befriend themself');
+    END IF;
+    INSERT INTO switchboard.friend_edges (from_human, to_human)
+    VALUES (switchboard.human_id(p_from), switchboard.human_id(p_to))
+    ON CONFLICT (from_human, to_human) WHERE state IN ('pending', 'approved') DO NOTHING
+    RETURNING * INTO f;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('conflict', 'a pending or approved edge already runs in that direction');
+    END IF;
+    RETURN switchboard.friend_json(f);
+END
+$$;
+COMMENT ON FUNCTION switchboard.friend_request(text, text) IS
+  'Request a friend edge from one human to another (pending). One live edge per ordered pair.';
+
+-- pending -> approved | denied; approved -> revoked. Anything else is a conflict.
+CREATE FUNCTION switchboard.friend_decide(p_edge uuid, p_state text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    f switchboard.friend_edges;
+BEGIN
+    IF p_state NOT IN ('approved', 'denied', 'revoked') THEN
+        PERFORM switchboard.refuse('invalid_argument', 'state must be approved, denied or revoked');
+    END IF;
+    UPDATE switchboard.friend_edges
+       SET state = p_state, decided_at = now()
+     WHERE id = p_edge
+       AND state = CASE WHEN p_state = 'revoked' THEN 'approved' ELSE 'pending' END
+    RETURNING * INTO f;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM switchboard.friend_edges WHERE id = p_edge) THEN
+            PERFORM switchboard.refuse('conflict', 'the edge is not in a state that allows this');
+        END IF;
+        PERFORM switchboard.refuse('not_found', 'unknown friend edge');
+    END IF;
+    RETURN jsonb_build_object('id', f.id, 'state', f.state);
+END
+$$;
+COMMENT ON FUNCTION switchboard.friend_decide(uuid, text) IS
+  'Move a friend edge: pending -> approved|denied, approved -> revoked.';
+
+CREATE FUNCTION switchboard.friend_list(p_human text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_human uuid;
+BEGIN
+    IF p_human IS NOT NULL THEN
+        v_human := switchboard.human_id(p_human);
+    END IF;
+    RETURN coalesce((SELECT jsonb_agg(switchboard.friend_json(f) ORDER BY f.created_at, f.id)
+                       FROM switchboard.friend_edges f
+                      WHERE v_human IS NULL OR v_human IN (f.from_human, f.to_human)), '[]'::jsonb);
+END
+$$;
+COMMENT ON FUNCTION switchboard.friend_list(text) IS 'Friend edges, all or those touching one human.';
+
+CREATE FUNCTION switchboard.settings_json() RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_object_agg(key, value ORDER BY key) FROM switchboard.settings
+$$;
+COMMENT ON FUNCTION switchboard.settings_json() IS 'All tunables as one JSON object.';
+
+CREATE FUNCTION switchboard.settings_set(p_key text, p_value numeric) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_value IS NULL OR p_value < 0 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'setting value must be a number >= 0');
+    END IF;
+    UPDATE switchboard.settings SET value = p_value WHERE key = p_key;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('invalid_argument', 'unknown setting');
+    END IF;
+    RETURN switchboard.settings_json();
+END
+$$;
+COMMENT ON FUNCTION switchboard.settings_set(text, numeric) IS 'Change one tunable; returns all of them.';
