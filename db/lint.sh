@@ -10,8 +10,9 @@ name=switchboard_lint_$$
 scratch=$(echo "$admin" | sed -E "s#/[^/?]*(\?|$)#/$name\1#")
 "$psql" -qX "$admin" -c "CREATE DATABASE $name" >/dev/null
 trap '"$psql" -qX "$admin" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null' EXIT
-[ -x bin/switchboard ] || go build -o bin/switchboard ./cmd/switchboard
-DATABASE_URL=$scratch bin/switchboard migrate >/dev/null
+sb=${SWITCHBOARD_BIN:-bin/switchboard}
+[ -x "$sb" ] || go build -o "$sb" ./cmd/switchboard
+DATABASE_URL=$scratch "$sb" migrate >/dev/null
 report=$("$psql" -qXAt -v ON_ERROR_STOP=1 "$scratch" <<'SQL'
 CREATE EXTENSION IF NOT EXISTS plpgsql_check;
 SELECT p.oid::regprocedure || ': ' || c.level || ': ' || c.message
