@@ -1,0 +1,277 @@
+// Package ingest is the webhook receiver: POST /webhooks/w/{ingest_token}. It bounds the body,
+// finds the webhook, verifies the provider signature over the raw bytes, evaluates the routing
+// rules, and hands everything to one SQL call (switchboard.ingest) that stores the event and one
+// todo per target in a single transaction. The doorbell rings from inside that transaction.
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"switchboard/server/ingest/provider"
+	"switchboard/server/rules"
+)
+
+// MaxBody is the largest delivery accepted; larger ones get 413 and nothing is stored.
+const MaxBody = 5 << 20
+
+// Receiver serves the ingest URL. Mount it at "POST /webhooks/w/{token}".
+type Receiver struct {
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	rules   *rules.Cache
+	now     func() time.Time
+	counter *prometheus.CounterVec
+}
+
+// New builds a receiver. counter (labels source, status) may be nil.
+func New(pool *pgxpool.Pool, log *slog.Logger, cache *rules.Cache, counter *prometheus.CounterVec) *Receiver {
+	return &Receiver{pool: pool, log: log, rules: cache, now: time.Now, counter: counter}
+}
+
+// webhook is the receiver's view of switchboard.webhook_by_token.
+type webhook struct {
+	ID, EndpointID, Source, TrustMode, TargetQueue string
+	Secret                                         *string
+	Rules                                          []rules.Rule
+	DefaultAction                                  *rules.Action
+	Params                                         map[string]any
+	RulesVersion                                   int64
+}
+
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	source, status := "unknown", http.StatusInternalServerError
+	defer func() {
+		if rc.counter != nil {
+			rc.counter.WithLabelValues(source, http.StatusText(status)).Inc()
+		}
+	}()
+	reply := func(code int, body any) {
+		status = code
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(body)
+	}
+	fail := func(code int, kind, message string) {
+		reply(code, map[string]any{"error": map[string]string{"code": kind, "message": message}})
+	}
+
+	if r.ContentLength > MaxBody {
+		fail(http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds 5 MiB")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds 5 MiB")
+			return
+		}
+		fail(http.StatusBadRequest, "invalid_argument", "could not read body")
+		return
+	}
+
+	ctx := r.Context()
+	hook, err := rc.lookup(ctx, r.PathValue("token"))
+	if errors.Is(err, pgx.ErrNoRows) {
+		fail(http.StatusNotFound, "not_found", "unknown webhook")
+		return
+	}
+	if err != nil {
+		rc.log.ErrorContext(ctx, "ingest lookup", "err", err)
+		fail(http.StatusInternalServerError, "internal", "internal error")
+		return
+	}
+	source = hook.Source
+	log := rc.log.With("webhook_id", hook.ID, "source", hook.Source)
+
+	var secret []byte
+	if hook.Secret != nil {
+		secret = []byte(*hook.Secret)
+	}
+	verdict, err := provider.Verify(hook.Source, secret, provider.Request{Header: r.Header, Body: body, Now: rc.now()})
+	switch {
+	case errors.Is(err, provider.ErrNoSecret):
+		fail(http.StatusServiceUnavailable, "unavailable", "webhook has no signing secret")
+		log.WarnContext(ctx, "ingest refused", "status", status, "reason", "no secret")
+		return
+	case err != nil:
+		fail(http.StatusUnauthorized, "unauthenticated", "signature verification failed")
+		log.InfoContext(ctx, "ingest refused", "status", status, "reason", "signature")
+		return
+	}
+
+	headers := provider.SanitizeHeaders(r.Header)
+	contentType := r.Header.Get("Content-Type")
+	decision, trace := rc.route(ctx, hook, verdict, headers, contentType, body)
+	disposition := "delivered"
+	switch {
+	case decision.Faulted:
+		disposition = "faulted"
+	case decision.Drop:
+		disposition = "dropped"
+	}
+
+	res, err := rc.store(ctx, hook, verdict, headers, contentType, body, disposition, decision, trace)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "SB503":
+		fail(http.StatusServiceUnavailable, "unavailable", "webhook has no live delivery target")
+		log.WarnContext(ctx, "ingest refused", "status", status, "reason", "no targets")
+		return
+	case err != nil:
+		fail(http.StatusInternalServerError, "internal", "internal error")
+		log.ErrorContext(ctx, "ingest store", "err", err)
+		return
+	}
+
+	out := map[string]any{
+		"todos": res.Todos, "created": res.Created, "verified": verdict.Verified, "trust_mode": res.TrustMode,
+	}
+	switch res.Disposition {
+	case "dropped":
+		out["dropped"] = true
+	case "faulted":
+		out["faulted"] = true
+	}
+	if len(res.Todos) > 0 {
+		out["id"], out["queue"] = res.Todos[0].ID, res.Todos[0].Queue
+	}
+	reply(http.StatusAccepted, out)
+	log.InfoContext(ctx, "ingest", "status", status, "event_id", res.EventID, "created", res.Created,
+		"duplicate", res.Duplicate, "disposition", res.Disposition, "duration_ms", time.Since(start).Milliseconds())
+}
+
+func (rc *Receiver) lookup(ctx context.Context, token string) (*webhook, error) {
+	var (
+		h                    webhook
+		rulesJSON, defAction []byte
+		params               []byte
+	)
+	err := rc.pool.QueryRow(ctx,
+		`SELECT webhook_id, endpoint_id, source_type, trust_mode, signing_secret, target_queue,
+		        rules, default_action, rule_params, rules_version
+		   FROM switchboard.webhook_by_token($1)`, token).
+		Scan(&h.ID, &h.EndpointID, &h.Source, &h.TrustMode, &h.Secret, &h.TargetQueue,
+			&rulesJSON, &defAction, &params, &h.RulesVersion)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(rulesJSON, &h.Rules); err != nil {
+		return nil, err
+	}
+	if len(defAction) > 0 && string(defAction) != "null" {
+		h.DefaultAction = new(rules.Action)
+		if err := json.Unmarshal(defAction, h.DefaultAction); err != nil {
+			return nil, err
+		}
+	}
+	if err := json.Unmarshal(params, &h.Params); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// route evaluates the webhook's rules (compiled once per saved version) and returns the decision
+// with its trace. Without rules every target gets the webhook's own queue.
+func (rc *Receiver) route(ctx context.Context, hook *webhook, v provider.Verdict, headers map[string]string,
+	contentType string, body []byte) (rules.Decision, rules.Trace) {
+	if len(hook.Rules) == 0 && hook.DefaultAction == nil {
+		return rules.Decision{Disposition: "default"},
+			rules.Trace{Stage: "default", Action: &rules.Action{Queue: hook.TargetQueue}}
+	}
+	prog, err := rc.rules.Get(hook.ID, hook.RulesVersion, func() (*rules.Program, error) {
+		return rules.Compile(hook.Rules, hook.DefaultAction, hook.Params)
+	})
+	if err != nil {
+		// A stored list that no longer compiles fails closed, like a rule error.
+		return rules.Decision{Faulted: true, Disposition: "faulted"}, rules.Trace{Stage: "fault", Cause: "compile"}
+	}
+	env := rules.Envelope(hook.Source, v.EventType, hook.ID, hook.TrustMode, v.Verified, contentType,
+		len(body), headers, body)
+	d := prog.Evaluate(ctx, env)
+	if d.Trace.Stage == "default" && d.Trace.Action == nil {
+		d.Trace.Action = &rules.Action{Queue: hook.TargetQueue}
+	}
+	return d, d.Trace
+}
+
+type ingestResult struct {
+	EventID     int64  `json:"event_id"`
+	Duplicate   bool   `json:"duplicate"`
+	Disposition string `json:"disposition"`
+	TrustMode   string `json:"trust_mode"`
+	Created     int    `json:"created"`
+	Todos       []struct {
+		ID         string `json:"id"`
+		EndpointID string `json:"endpoint_id"`
+		Queue      string `json:"queue"`
+		Created    bool   `json:"created"`
+	} `json:"todos"`
+}
+
+func (rc *Receiver) store(ctx context.Context, hook *webhook, v provider.Verdict, headers map[string]string,
+	contentType string, body []byte, disposition string, d rules.Decision, trace rules.Trace) (*ingestResult, error) {
+	headersJSON, err := json.Marshal(headers)
+	if err != nil {
+		return nil, err
+	}
+	traceJSON, err := json.Marshal(trace)
+	if err != nil {
+		return nil, err
+	}
+	var queue *string
+	if d.Queue != "" {
+		queue = &d.Queue
+	}
+	var raw []byte
+	err = rc.pool.QueryRow(ctx,
+		`SELECT switchboard.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		hook.ID, provider.IdempotencyKey(hook.ID, v, body), nullable(v.EventType), v.Verified, v.VerifyDetail,
+		nullable(contentType), len(body), storedPayload(body), headersJSON, v.Title, disposition, traceJSON,
+		queue, d.Endpoints).Scan(&raw)
+	if err != nil {
+		return nil, err
+	}
+	var res ingestResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, err
+	}
+	if res.Todos == nil {
+		res.Todos = res.Todos[:0]
+	}
+	return &res, nil
+}
+
+// storedPayload keeps the body as JSON: parsed when it is JSON, else as a JSON string of its text
+// (form-encoded Slack commands, plain text), so nothing a producer sent is lost. Binary bodies
+// that are not UTF-8 are stored as null; their size and hash (the delivery key) remain.
+func storedPayload(body []byte) []byte {
+	if json.Valid(body) {
+		return body
+	}
+	if utf8.Valid(body) {
+		b, _ := json.Marshal(string(body))
+		return b
+	}
+	return nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
