@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Ready is a pending todo as the doorbell sees it (switchboard.ready_todos, oldest_pending).
+type Ready struct {
+	ID      string
+	Queue   string
+	Title   string
+	Source  string
+	Kind    string
+	ReadyAt time.Time
+}
+
+func (s *Store) readyRows(ctx context.Context, sql string, args ...any) ([]Ready, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, Classify(err)
+	}
+	defer rows.Close()
+	var out []Ready
+	for rows.Next() {
+		var r Ready
+		var kind *string
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Title, &r.Source, &kind, &r.ReadyAt); err != nil {
+			return nil, Classify(err)
+		}
+		if kind != nil {
+			r.Kind = *kind
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Classify(err)
+	}
+	return out, nil
+}
+
+// ReadyTodos: switchboard.ready_todos — pending todos of the endpoint (granted queues) that
+// became ready at or after since, oldest first. A zero since means "the last 10 seconds" by the
+// database clock.
+func (s *Store) ReadyTodos(ctx context.Context, endpoint string, since time.Time, limit int) ([]Ready, error) {
+	var sinceArg *time.Time
+	if !since.IsZero() {
+		sinceArg = &since
+	}
+	return s.readyRows(ctx,
+		`SELECT id, queue, title, source, kind, ready_at
+		   FROM switchboard.ready_todos($1, coalesce($2::timestamptz, now() - interval '10 seconds'), $3)`,
+		endpoint, sinceArg, limit)
+}
+
+// OldestPending: switchboard.oldest_pending — the endpoint's oldest pending todos.
+func (s *Store) OldestPending(ctx context.Context, endpoint string, limit int) ([]Ready, error) {
+	return s.readyRows(ctx,
+		`SELECT id, queue, title, source, kind, ready_at FROM switchboard.oldest_pending($1, $2)`,
+		endpoint, limit)
+}
+
+// DoorbellWindow is the coalescing window of switchboard.ring (setting doorbell_window_ms).
+func (s *Store) DoorbellWindow(ctx context.Context) (time.Duration, error) {
+	var ms *float64
+	if err := s.pool.QueryRow(ctx, `SELECT switchboard.setting('doorbell_window_ms')::float8`).Scan(&ms); err != nil {
+		return 0, Classify(err)
+	}
+	if ms == nil {
+		return 0, nil
+	}
+	return time.Duration(*ms * float64(time.Millisecond)), nil
+}
+
+// ReapResult is what switchboard.reap() did.
+type ReapResult struct {
+	Requeued        int
+	DeadLettered    int
+	RetriesReleased int
+}
+
+// Reap: switchboard.reap() — requeue or dead-letter expired leases, release due retries.
+func (s *Store) Reap(ctx context.Context) (ReapResult, error) {
+	var r ReapResult
+	err := s.pool.QueryRow(ctx, `SELECT requeued, dead_lettered, retries_released FROM switchboard.reap()`).
+		Scan(&r.Requeued, &r.DeadLettered, &r.RetriesReleased)
+	if err != nil {
+		return ReapResult{}, Classify(err)
+	}
+	return r, nil
+}

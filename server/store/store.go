@@ -1,0 +1,110 @@
+// Package store is the server's thin layer over the PL/pgSQL functions of the schema
+// switchboard. Each method is one SQL call (or one pipelined batch) made with the caller's
+// context; every value travels as a query parameter. The functions already return the wire
+// shapes as jsonb, so results pass through as raw JSON. Every error a method returns is a
+// *Error (see Classify): a domain refusal with its wire code, or internal with the cause kept.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store calls the switchboard functions over a connection pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New wraps a pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Pool is the underlying pool (for packages that add their own calls, e.g. ingest).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// PoolConfig parses a database URL into a pool configuration with the server's defaults:
+// maxConns connections (0: 4 × GOMAXPROCS, at least 8), idle connections kept warm, and
+// statements prepared once per connection and cached (pgx's default exec mode).
+func PoolConfig(url string, maxConns int32) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	cfg.HealthCheckPeriod = 30 * time.Second
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	return cfg, nil
+}
+
+// Open connects a pool (see PoolConfig) and checks that the database answers.
+func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := PoolConfig(url, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return pool, nil
+}
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return Internal(err)
+	}
+	return nil
+}
+
+// Endpoint is an active endpoint and its immutable scope, as resolved from a credential.
+type Endpoint struct {
+	ID      string
+	Slug    string
+	AgentID string
+	HumanID string
+	Queues  []string
+	Verbs   []string
+}
+
+// CredentialHash is what switchboard.endpoints stores for a bearer credential.
+func CredentialHash(credential string) []byte {
+	h := sha256.Sum256([]byte(credential))
+	return h[:]
+}
+
+// ResolveCredential finds the active endpoint whose credential hashes to hash (one call of
+// switchboard.endpoint_resolve). ok is false for an unknown or revoked credential.
+func (s *Store) ResolveCredential(ctx context.Context, hash []byte) (ep Endpoint, ok bool, err error) {
+	row := s.pool.QueryRow(ctx,
+		`SELECT endpoint_id, slug, agent_id, human_id, queues, verbs FROM switchboard.endpoint_resolve($1)`, hash)
+	err = row.Scan(&ep.ID, &ep.Slug, &ep.AgentID, &ep.HumanID, &ep.Queues, &ep.Verbs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Endpoint{}, false, nil
+	}
+	if err != nil {
+		return Endpoint{}, false, Classify(err)
+	}
+	return ep, true, nil
+}
+
+// jsonCall runs one SQL statement that returns a single jsonb value.
+func (s *Store) jsonCall(ctx context.Context, sql string, args ...any) ([]byte, error) {
+	var out []byte
+	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&out); err != nil {
+		return nil, Classify(err)
+	}
+	return out, nil
+}

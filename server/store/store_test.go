@@ -1,0 +1,209 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"switchboard/server/store"
+	"switchboard/tests/testdb"
+)
+
+func open(t *testing.T) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := store.Open(ctx, testdb.New(t), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return store.New(pool), pool
+}
+
+// vend makes a human and an endpoint with the given queues and verbs (nil: all).
+func vend(t *testing.T, pool *pgxpool.Pool, human, cred string, queues []string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO switchboard.humans (name) VALUES ($1) ON CONFLICT DO NOTHING`, human); err != nil {
+		t.Fatal(err)
+	}
+	var ep struct {
+		ID string `json:"endpoint_id"`
+	}
+	var raw []byte
+	err := pool.QueryRow(ctx, `SELECT switchboard.endpoint_vend($1, 'agent', $2, 'sbk_x', $3)`,
+		human, store.CredentialHash(cred), queues).Scan(&raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &ep); err != nil {
+		t.Fatal(err)
+	}
+	return ep.ID
+}
+
+func push(t *testing.T, pool *pgxpool.Pool, ep, queue, title string) string {
+	t.Helper()
+	var id string
+	if err := pool.QueryRow(context.Background(), `SELECT todo_id FROM switchboard.create_todo($1, $2, $3)`, ep, queue, title).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestErrorCodesMatchDatabase(t *testing.T) {
+	_, pool := open(t)
+	rows, err := pool.Query(context.Background(), `SELECT sqlstate, code FROM switchboard.error_codes`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := map[string]string{}
+	for rows.Next() {
+		var s, c string
+		if err := rows.Scan(&s, &c); err != nil {
+			t.Fatal(err)
+		}
+		db[s] = c
+	}
+	goMap := store.SQLStates()
+	if len(db) != len(goMap) {
+		t.Fatalf("database has %d codes, Go %d", len(db), len(goMap))
+	}
+	for s, c := range db {
+		if goMap[s] != c {
+			t.Errorf("%s: database %q, Go %q", s, c, goMap[s])
+		}
+	}
+}
+
+func code(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return store.Classify(err).Code
+}
+
+func TestResolveAndVerbs(t *testing.T) {
+	st, pool := open(t)
+	ctx := context.Background()
+	ep := vend(t, pool, "ann", "sbk_one", []string{"a", "b"})
+	got, ok, err := st.ResolveCredential(ctx, store.CredentialHash("sbk_one"))
+	if err != nil || !ok || got.ID != ep || len(got.Queues) != 2 || len(got.Verbs) == 0 {
+		t.Fatalf("resolve: %+v %v %v", got, ok, err)
+	}
+	if _, ok, err := st.ResolveCredential(ctx, store.CredentialHash("sbk_nope")); ok || err != nil {
+		t.Fatalf("unknown credential resolved: %v %v", ok, err)
+	}
+
+	id := push(t, pool, ep, "a", "first")
+	if _, err := st.GetTodo(ctx, ep, "not-a-uuid"); code(err) != store.CodeNotFound {
+		t.Fatalf("malformed id: %v", err)
+	}
+	if _, err := st.GetTodo(ctx, ep, "00000000-0000-0000-0000-000000000000"); code(err) != store.CodeNotFound {
+		t.Fatalf("unknown id: %v", err)
+	}
+	q := "zzz"
+	if _, err := st.ListTodos(ctx, ep, &q, nil, nil); code(err) != store.CodeForbidden {
+		t.Fatalf("foreign queue: %v", err)
+	}
+	raw, err := st.ClaimNext(ctx, ep, store.NextOptions{RequireFence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claimed struct {
+		Empty bool   `json:"empty"`
+		Token string `json:"lease_token"`
+		Todo  struct {
+			ID string `json:"id"`
+		} `json:"todo"`
+	}
+	if err := json.Unmarshal(raw, &claimed); err != nil || claimed.Empty || claimed.Todo.ID != id || claimed.Token == "" {
+		t.Fatalf("claim_next: %s %v", raw, err)
+	}
+	if _, err := st.Heartbeat(ctx, ep, id, nil, nil); code(err) != store.CodeConflict {
+		t.Fatalf("heartbeat without fence: %v", err)
+	}
+	if _, err := st.Heartbeat(ctx, ep, id, nil, &claimed.Token); err != nil {
+		t.Fatalf("heartbeat with fence: %v", err)
+	}
+}
+
+func TestFinishWithNext(t *testing.T) {
+	st, pool := open(t)
+	ctx := context.Background()
+	ep := vend(t, pool, "bob", "sbk_two", []string{"a"})
+	first := push(t, pool, ep, "a", "one")
+	second := push(t, pool, ep, "a", "two")
+	if _, err := st.Claim(ctx, ep, first, nil, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// A refused transition claims nothing.
+	tok := "wrong"
+	if _, _, _, err := st.Finish(ctx, store.Complete, ep, first, nil, &tok, &store.NextOptions{}); code(err) != store.CodeConflict {
+		t.Fatalf("complete with a bad fence: %v", err)
+	}
+	var state string
+	_ = pool.QueryRow(ctx, `SELECT state FROM switchboard.todos WHERE id = $1`, second).Scan(&state)
+	if state != "pending" {
+		t.Fatalf("second todo %s after a refused complete", state)
+	}
+
+	todo, next, nextErr, err := st.Finish(ctx, store.Complete, ep, first, json.RawMessage(`{"ok":1}`), nil, &store.NextOptions{})
+	if err != nil || nextErr != nil {
+		t.Fatalf("complete+next: %v %v", err, nextErr)
+	}
+	var done struct{ State string }
+	var nx struct {
+		Empty bool
+		Todo  struct{ ID string }
+	}
+	_ = json.Unmarshal(todo, &done)
+	_ = json.Unmarshal(next, &nx)
+	if done.State != "done" || nx.Empty || nx.Todo.ID != second {
+		t.Fatalf("complete+next: %s %s", todo, next)
+	}
+
+	// The claim fails (queue outside the grant): the transition still stands.
+	bad := "elsewhere"
+	todo, next, nextErr, err = st.Finish(ctx, store.Release, ep, second, nil, nil, &store.NextOptions{Queue: &bad})
+	if err != nil || next != nil || nextErr == nil || nextErr.Code != store.CodeForbidden {
+		t.Fatalf("release+bad next: %s %s %v %v", todo, next, nextErr, err)
+	}
+	_ = pool.QueryRow(ctx, `SELECT state FROM switchboard.todos WHERE id = $1`, second).Scan(&state)
+	if state != "pending" {
+		t.Fatalf("released todo is %s", state)
+	}
+	// The pool still works (the connection was left clean).
+	if _, err := st.ClaimNext(ctx, ep, store.NextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDoorbellReadsAndReap(t *testing.T) {
+	st, pool := open(t)
+	ctx := context.Background()
+	ep := vend(t, pool, "cy", "sbk_three", []string{"a"})
+	id := push(t, pool, ep, "a", "hello")
+	rs, err := st.ReadyTodos(ctx, ep, time.Time{}, 10)
+	if err != nil || len(rs) != 1 || rs[0].ID != id || rs[0].Title != "hello" || rs[0].Source != "operator" {
+		t.Fatalf("ready: %+v %v", rs, err)
+	}
+	rs, err = st.ReadyTodos(ctx, ep, rs[0].ReadyAt.Add(time.Millisecond), 10)
+	if err != nil || len(rs) != 0 {
+		t.Fatalf("ready after: %+v %v", rs, err)
+	}
+	rs, err = st.OldestPending(ctx, ep, 3)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("oldest: %+v %v", rs, err)
+	}
+	if w, err := st.DoorbellWindow(ctx); err != nil || w <= 0 {
+		t.Fatalf("window: %v %v", w, err)
+	}
+	if _, err := st.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
