@@ -1,0 +1,61 @@
+// Package hooks implements the agent's webhook verbs (contract §4.4, §6): self-management within
+// the ceiling, routes, rules and event history. Each verb is a thin call of one SQL function;
+// Go adds only what SQL cannot do: minting secrets, building ingest URLs, and parsing and
+// evaluating jq. Errors are *store.Error or errors store.Classify maps.
+package hooks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"switchboard/server/rules"
+	"switchboard/server/store"
+)
+
+// Service runs the webhook verbs for one calling endpoint at a time.
+type Service struct {
+	pool    *pgxpool.Pool
+	baseURL string // e.g. http://127.0.0.1:8080, for ingest URLs
+}
+
+// New builds the service. baseURL is the public base of the server (no trailing slash).
+func New(pool *pgxpool.Pool, baseURL string) *Service {
+	return &Service{pool: pool, baseURL: baseURL}
+}
+
+// call runs one switchboard function returning jsonb and decodes it into out.
+func (s *Service) call(ctx context.Context, out any, sql string, args ...any) error {
+	var raw []byte
+	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&raw); err != nil {
+		return store.Classify(err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return store.Internal(err)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+// ruleError turns a rules validation error into its wire error.
+func ruleError(err error) error {
+	if re, ok := err.(*rules.Error); ok {
+		return store.Errorf(re.Code, "%s", re.Message)
+	}
+	return err
+}
+
+// pgxRow is pgx.Row; named here so querier reads plainly.
+type pgxRow = pgx.Row
+
