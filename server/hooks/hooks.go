@@ -58,4 +58,3 @@ func ruleError(err error) error {
 
 // pgxRow is pgx.Row; named here so querier reads plainly.
 type pgxRow = pgx.Row
-
