@@ -155,7 +155,8 @@ BEGIN
            SET state            = CASE WHEN t.attempt < t.max_attempts THEN 'pending' ELSE 'failed' END,
                owner            = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE t.owner END,
                result           = CASE WHEN t.attempt < t.max_attempts THEN t.result
-                                       ELSE coalesce(t.result, '{"error": "lease_expired"}') END,
+                                       ELSE jsonb_strip_nulls(jsonb_build_object('error', 'lease_expired',
+                                                                                 'previous', t.result)) END,
                completed_at     = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE now() END,
                lease_expires_at = NULL,
                lease_token_hash = NULL,
@@ -289,6 +290,7 @@ BEGIN
      WHERE u.id = (SELECT c.id
                      FROM switchboard.todos c
                     WHERE c.endpoint_id = p_endpoint AND c.queue = ANY (v_queues) AND c.state = 'pending'
+                      AND c.attempt < c.max_attempts
                     ORDER BY c.created_at, c.id
                     LIMIT 1
                       FOR UPDATE SKIP LOCKED)
@@ -387,21 +389,31 @@ DECLARE
     t switchboard.todos;
 BEGIN
     s := switchboard.caller(p_endpoint);
+    -- A todo released on its last attempt could never be claimed again: it is dead-lettered.
     UPDATE switchboard.todos u
-       SET state = 'pending', owner = NULL, lease_expires_at = NULL, lease_token_hash = NULL,
-           ready_at = now(), updated_at = now()
+       SET state            = CASE WHEN u.attempt < u.max_attempts THEN 'pending' ELSE 'failed' END,
+           owner            = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE u.owner END,
+           result           = CASE WHEN u.attempt < u.max_attempts THEN u.result
+                                   ELSE '{"error": "released_without_attempts_left"}' END,
+           completed_at     = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE now() END,
+           lease_expires_at = NULL,
+           lease_token_hash = NULL,
+           ready_at         = now(),
+           updated_at       = now()
      WHERE u.id = p_todo AND u.endpoint_id = p_endpoint
        AND switchboard.holds(u, s.queues, s.owner, p_lease_token)
     RETURNING u.* INTO t;
     IF NOT FOUND THEN
         PERFORM switchboard.refuse_todo(p_endpoint, p_todo, s.queues);
     END IF;
-    PERFORM switchboard.ring(p_endpoint);
+    IF t.state = 'pending' THEN
+        PERFORM switchboard.ring(p_endpoint);
+    END IF;
     RETURN switchboard.todo_json(t);
 END
 $$;
 COMMENT ON FUNCTION switchboard.release(uuid, uuid, text) IS
-  'Give a held todo back: pending, owner and lease cleared, attempt unchanged. Rings the doorbell.';
+  'Give a held todo back: pending, owner and lease cleared, attempt unchanged (dead letter when no attempt is left). Rings the doorbell.';
 
 -- Doorbell reads. Only todos the endpoint could claim (granted queues) ring it.
 CREATE FUNCTION switchboard.ready_todos(p_endpoint uuid, p_since timestamptz, p_limit int DEFAULT 64)

@@ -204,7 +204,6 @@ func TestClaimNextOrderAndShape(t *testing.T) {
 // no claim path may push attempt past max_attempts.
 func TestReleasedLastAttemptConsistent(t *testing.T) {
 	t.Parallel()
-	bugSkip(t, "claim_next claims a pending todo with attempt = max_attempts (attempt becomes max+1) while claim by id refuses it (conflict); see report")
 	d := fresh(t)
 	d.set("max_attempts", 1)
 	ep := d.vend("alice", "releaser", "inbox")

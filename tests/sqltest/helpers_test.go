@@ -4,8 +4,7 @@
 //
 // Each test holds a pgxpool.Pool on its database; concurrency tests acquire one pooled session
 // per worker so that the workers really are separate connections. LISTEN uses its own pgx.Conn.
-//
-// Tests marked with bugSkip document a defect in the SQL; run them with SWITCHBOARD_RUN_BUG_TESTS=1.
+
 package sqltest
 
 import (
@@ -16,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -35,14 +33,6 @@ const (
 	notFound        = "SB404"
 	conflict        = "SB409"
 )
-
-// bugSkip skips a test that documents a reported SQL bug, unless SWITCHBOARD_RUN_BUG_TESTS=1.
-func bugSkip(t *testing.T, msg string) {
-	t.Helper()
-	if os.Getenv("SWITCHBOARD_RUN_BUG_TESTS") != "1" {
-		t.Skip("BUG: " + msg)
-	}
-}
 
 func ctx() context.Context { return context.Background() }
 

@@ -57,7 +57,6 @@ func TestReapExpiredLease(t *testing.T) {
 // A dead letter from an expired lease must say so even when an earlier attempt failed with a result.
 func TestReapDeadLetterAfterEarlierFail(t *testing.T) {
 	t.Parallel()
-	bugSkip(t, "requeue_expired keeps the previous attempt's fail result (coalesce) instead of recording lease_expired; see report")
 	d := fresh(t)
 	d.set("max_attempts", 2)
 	ep := d.vend("alice", "flaky", "inbox")
