@@ -27,7 +27,7 @@ test: build
 	@$(with_db); export SWITCHBOARD_TEST_DATABASE_URL=$$admin; unset DATABASE_URL; \
 	$(GO) test -count=1 -timeout 20m ./... && $(MAKE) --no-print-directory lint
 
-lint:
+lint: build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	@$(with_db); SWITCHBOARD_TEST_DATABASE_URL=$$admin db/lint.sh
