@@ -1,0 +1,407 @@
+// Package doorbell tells live MCP sessions that work is ready. It is best effort and never the
+// ledger: a todo is claimable whether or not anyone was told.
+//
+// One LISTEN connection per process (listen.go) hears switchboard.ring()'s pg_notify on the
+// channel switchboard_doorbell, whose payload is an endpoint id, and switchboard_revoked. For an
+// endpoint with sessions here, the bell reads which of its todos became ready
+// (switchboard.ready_todos) now and once more after the coalescing window, because ring()
+// notifies at most once per endpoint per doorbell_window_ms. Each new ready todo goes to ONE
+// session of the endpoint — round-robin, sessions with an open GET stream first — through that
+// session's buffer of 16; a full buffer drops the notification. Nothing waits on a client.
+package doorbell
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"switchboard/server/metrics"
+	"switchboard/server/store"
+)
+
+const (
+	bufferSize   = 16               // per-session notifications waiting to be written
+	readLimit    = 64               // rows per ready_todos read
+	maxPages     = 8                // ready_todos reads per ring, at most
+	cursorSlack  = time.Second      // ready_at is a transaction's start time: re-read this far back
+	writeTimeout = 5 * time.Second  // one notification write
+	readTimeout  = 10 * time.Second // one doorbell SQL read
+	attachRing   = 3                // oldest pending todos rung on attach
+)
+
+// Sender writes one notification to a session's client.
+type Sender func(ctx context.Context, p Params) error
+
+// Config configures a Bell.
+type Config struct {
+	// Window is the trailing re-check delay; 0 reads doorbell_window_ms from the settings on
+	// each (re)connect.
+	Window time.Duration
+	// OnRevoked is called (on its own goroutine) when an endpoint is revoked.
+	OnRevoked func(endpointID string)
+	Log       *slog.Logger
+	Metrics   *metrics.Metrics
+}
+
+// Bell routes ready todos to sessions. Create with New, then Start; Close stops it.
+type Bell struct {
+	st  *store.Store
+	cfg Config
+	log *slog.Logger
+	m   *metrics.Metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	window time.Duration
+	eps    map[string]*endpoint // endpoints with live sessions here
+
+	listening chan struct{} // closed and replaced on each (re)connect; see Listening
+}
+
+// endpoint is the bell's state for one endpoint with local sessions. Guarded by Bell.mu.
+type endpoint struct {
+	id       string
+	sessions []*Session
+	rr       int
+	since    time.Time            // read cursor (zero: the last 10 s by the database clock)
+	seen     map[string]time.Time // todo id → ready_at already rung; pruned below since
+	running  bool                 // a reader goroutine is active
+	dirty    bool                 // ring arrived while reading: read again
+	trailing *time.Timer          // pending re-check after the coalescing window
+}
+
+// New makes a bell over the store.
+func New(st *store.Store, cfg Config) *Bell {
+	ctx, cancel := context.WithCancel(context.Background())
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := cfg.Metrics
+	if m == nil {
+		m = metrics.New()
+	}
+	w := cfg.Window
+	if w <= 0 {
+		w = 60 * time.Millisecond
+	}
+	return &Bell{
+		st: st, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel, window: w,
+		eps: map[string]*endpoint{}, listening: make(chan struct{}),
+	}
+}
+
+// Close stops the listener and every goroutine of the bell and waits for them. Sessions stay
+// attached but inert; closing them afterwards is harmless.
+func (b *Bell) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.wg.Wait()
+		return
+	}
+	b.closed = true
+	b.cancel()
+	for _, ep := range b.eps {
+		if ep.trailing != nil {
+			ep.trailing.Stop()
+			ep.trailing = nil
+		}
+		for _, s := range ep.sessions {
+			s.shut()
+		}
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// goTracked runs f on a goroutine that Close waits for; false when the bell is closed.
+// b.mu must be held.
+func (b *Bell) goTracked(f func()) bool {
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Attach registers a session of an endpoint. send writes to its client.
+func (b *Bell) Attach(endpointID, sessionID string, send Sender) *Session {
+	s := &Session{bell: b, endpoint: endpointID, id: sessionID, send: send, buf: make(chan Params, bufferSize)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		s.closed = true
+		close(s.buf)
+		return s
+	}
+	ep := b.eps[endpointID]
+	if ep == nil {
+		ep = &endpoint{id: endpointID, seen: map[string]time.Time{}}
+		b.eps[endpointID] = ep
+	}
+	ep.sessions = append(ep.sessions, s)
+	b.goTracked(s.drain)
+	return s
+}
+
+// Ring makes the bell look for newly ready todos of an endpoint (as a doorbell NOTIFY does),
+// and once more after the coalescing window.
+func (b *Bell) Ring(endpointID string) { b.ring(endpointID, true) }
+
+func (b *Bell) ring(endpointID string, trailing bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ep := b.eps[endpointID]
+	if ep == nil || b.closed {
+		return
+	}
+	if trailing && ep.trailing == nil {
+		ep.trailing = time.AfterFunc(b.window+10*time.Millisecond, func() {
+			b.mu.Lock()
+			if ep.trailing != nil {
+				ep.trailing = nil
+			}
+			b.mu.Unlock()
+			b.ring(endpointID, false)
+		})
+	}
+	if ep.running {
+		ep.dirty = true
+		return
+	}
+	ep.running = true
+	b.goTracked(func() { b.reader(ep) })
+}
+
+// ringAll re-reads every endpoint with sessions (after the listener (re)connects).
+func (b *Bell) ringAll() {
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.eps))
+	for id := range b.eps {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		b.ring(id, false)
+	}
+}
+
+// reader reads until no ring arrived meanwhile.
+func (b *Bell) reader(ep *endpoint) {
+	for {
+		b.read(ep)
+		b.mu.Lock()
+		if ep.dirty && !b.closed {
+			ep.dirty = false
+			b.mu.Unlock()
+			continue
+		}
+		ep.running = false
+		b.mu.Unlock()
+		return
+	}
+}
+
+// read fetches the endpoint's newly ready todos and rings one session for each.
+func (b *Bell) read(ep *endpoint) {
+	b.mu.Lock()
+	since := ep.since
+	b.mu.Unlock()
+	for page := 0; page < maxPages; page++ {
+		ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
+		rows, err := b.st.ReadyTodos(ctx, ep.id, since, readLimit)
+		cancel()
+		if err != nil {
+			if b.ctx.Err() == nil {
+				b.log.Warn("doorbell read failed", "endpoint_id", ep.id, "err", store.Classify(err).Unwrap())
+			}
+			return
+		}
+		b.mu.Lock()
+		var last time.Time
+		for _, r := range rows {
+			last = r.ReadyAt
+			if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
+				continue
+			}
+			ep.seen[r.ID] = r.ReadyAt
+			b.offerLocked(ep, nil, r)
+		}
+		if len(rows) > 0 {
+			if c := last.Add(-cursorSlack); c.After(ep.since) {
+				ep.since = c
+			}
+			for id, at := range ep.seen {
+				if at.Before(ep.since) {
+					delete(ep.seen, id)
+				}
+			}
+		}
+		b.mu.Unlock()
+		// A full page may hide newer rows: continue from its last ready_at, unless the page
+		// made no progress (more rows share one ready_at than a page holds).
+		if len(rows) < readLimit || !last.After(since) {
+			return
+		}
+		since = last
+	}
+}
+
+// offerLocked queues a notification for a session: to (when set) or the next one round-robin,
+// preferring sessions with an open stream. b.mu must be held.
+func (b *Bell) offerLocked(ep *endpoint, to *Session, r store.Ready) {
+	s := to
+	if s == nil {
+		s = pick(ep)
+	}
+	if s == nil || s.closed {
+		return
+	}
+	select {
+	case s.buf <- Message(r):
+	default:
+		b.m.DoorbellDropped.WithLabelValues("buffer_full").Inc()
+	}
+}
+
+func pick(ep *endpoint) *Session {
+	n := len(ep.sessions)
+	if n == 0 {
+		return nil
+	}
+	for i := 0; i < n; i++ {
+		s := ep.sessions[(ep.rr+i)%n]
+		if s.streams > 0 {
+			ep.rr = (ep.rr + i + 1) % n
+			return s
+		}
+	}
+	s := ep.sessions[ep.rr%n]
+	ep.rr = (ep.rr + 1) % n
+	return s
+}
+
+// attached rings a session whose GET stream just opened for the endpoint's oldest pending todos.
+func (b *Bell) attached(s *Session) {
+	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
+	rows, err := b.st.OldestPending(ctx, s.endpoint, attachRing)
+	cancel()
+	if err != nil {
+		if b.ctx.Err() == nil {
+			b.log.Warn("doorbell attach read failed", "endpoint_id", s.endpoint, "err", store.Classify(err).Unwrap())
+		}
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ep := b.eps[s.endpoint]
+	if ep == nil {
+		return
+	}
+	for _, r := range rows {
+		if !r.ReadyAt.Before(ep.since) {
+			ep.seen[r.ID] = r.ReadyAt
+		}
+		b.offerLocked(ep, s, r)
+	}
+}
+
+// Session is one MCP session as the bell sees it.
+type Session struct {
+	bell     *Bell
+	endpoint string
+	id       string
+	send     Sender
+	buf      chan Params
+	streams  int  // open GET streams; guarded by bell.mu
+	closed   bool // guarded by bell.mu
+}
+
+// StreamOpened records an open GET stream (the channel's carrier) and rings the session for
+// the endpoint's oldest pending todos.
+func (s *Session) StreamOpened() {
+	b := s.bell
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.streams++
+	b.goTracked(func() { b.attached(s) })
+}
+
+// StreamClosed records that a GET stream ended.
+func (s *Session) StreamClosed() {
+	b := s.bell
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.streams > 0 {
+		s.streams--
+	}
+}
+
+// Close detaches the session; queued notifications are discarded.
+func (s *Session) Close() {
+	b := s.bell
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.shut()
+	ep := b.eps[s.endpoint]
+	if ep == nil {
+		return
+	}
+	for i, x := range ep.sessions {
+		if x == s {
+			ep.sessions = append(ep.sessions[:i], ep.sessions[i+1:]...)
+			break
+		}
+	}
+	if len(ep.sessions) == 0 {
+		if ep.trailing != nil {
+			ep.trailing.Stop()
+		}
+		delete(b.eps, s.endpoint)
+	}
+}
+
+// shut closes the buffer so the drain goroutine ends. bell.mu must be held.
+func (s *Session) shut() {
+	if !s.closed {
+		s.closed = true
+		close(s.buf)
+	}
+}
+
+// drain writes queued notifications to the client, one at a time.
+func (s *Session) drain() {
+	b := s.bell
+	for p := range s.buf {
+		b.mu.Lock()
+		gone := s.closed
+		b.mu.Unlock()
+		if gone {
+			continue // discard what is left
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, writeTimeout)
+		err := s.send(ctx, p)
+		cancel()
+		if err != nil {
+			b.m.DoorbellDropped.WithLabelValues("write").Inc()
+			continue
+		}
+		b.m.DoorbellSent.Inc()
+	}
+}

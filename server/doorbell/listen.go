@@ -1,0 +1,127 @@
+package doorbell
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Channels of switchboard.ring() and switchboard.endpoint_revoke().
+const (
+	channelDoorbell = "switchboard_doorbell"
+	channelRevoked  = "switchboard_revoked"
+	// ApplicationName names the LISTEN connection in pg_stat_activity.
+	ApplicationName = "switchboard-doorbell"
+)
+
+// Start runs the LISTEN connection until Close.
+func (b *Bell) Start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.goTracked(b.listen)
+}
+
+// Listening returns a channel that is closed once the LISTEN connection is up (the next time it
+// comes up, if it is down now). For tests and readiness.
+func (b *Bell) Listening() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.listening
+}
+
+// listen keeps one connection LISTENing, reconnecting with backoff. After every (re)connect it
+// re-reads the ready todos of every endpoint with sessions here, since notifications sent while
+// it was away are lost.
+func (b *Bell) listen() {
+	backoff := 100 * time.Millisecond
+	for b.ctx.Err() == nil {
+		conn, err := b.connect()
+		if err != nil {
+			if b.ctx.Err() != nil {
+				return
+			}
+			b.log.Warn("doorbell listen connection failed", "err", err, "retry_in", backoff.String())
+			select {
+			case <-time.After(backoff):
+			case <-b.ctx.Done():
+				return
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		b.m.DoorbellReconnects.Inc()
+		b.refreshWindow()
+		b.mu.Lock()
+		close(b.listening)
+		b.mu.Unlock()
+		b.ringAll()
+
+		err = b.wait(conn)
+
+		b.mu.Lock()
+		b.listening = make(chan struct{})
+		b.mu.Unlock()
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(closeCtx)
+		cancel()
+		if b.ctx.Err() != nil {
+			return
+		}
+		b.log.Warn("doorbell listen connection lost; reconnecting", "err", err)
+	}
+}
+
+func (b *Bell) connect() (*pgx.Conn, error) {
+	cfg := b.st.Pool().Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = ApplicationName
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+channelDoorbell+"; LISTEN "+channelRevoked); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// wait dispatches notifications until the connection fails or the bell closes.
+func (b *Bell) wait(conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(b.ctx)
+		if err != nil {
+			return err
+		}
+		switch n.Channel {
+		case channelDoorbell:
+			b.Ring(n.Payload)
+		case channelRevoked:
+			if f := b.cfg.OnRevoked; f != nil {
+				id := n.Payload
+				b.mu.Lock()
+				b.goTracked(func() { f(id) })
+				b.mu.Unlock()
+			}
+		}
+	}
+}
+
+// refreshWindow reads doorbell_window_ms unless the window is configured.
+func (b *Bell) refreshWindow() {
+	if b.cfg.Window > 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
+	defer cancel()
+	w, err := b.st.DoorbellWindow(ctx)
+	if err != nil || w <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.window = w
+	b.mu.Unlock()
+}

@@ -1,0 +1,87 @@
+// Package metrics holds the server's Prometheus collectors in one registry, so every part of the
+// server (MCP tools, doorbell, reaper, webhook ingest) counts into the same /metrics page.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics is the set of collectors. Create it with New; add more with Registry.MustRegister.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	// ToolCalls counts MCP tool calls by verb and result code ("ok" or a wire error code).
+	ToolCalls *prometheus.CounterVec
+	// ToolSeconds is the server-side latency of tool calls by verb.
+	ToolSeconds *prometheus.HistogramVec
+	// HTTPRequests counts HTTP responses by route family (mcp, health, metrics, webhook, other)
+	// and status code.
+	HTTPRequests *prometheus.CounterVec
+	// Sessions is the number of live MCP sessions in this process.
+	Sessions prometheus.Gauge
+
+	// Ingest counts webhook deliveries by source and status (for the webhook receiver).
+	Ingest *prometheus.CounterVec
+
+	// DoorbellSent counts channel notifications written to a session.
+	DoorbellSent prometheus.Counter
+	// DoorbellDropped counts notifications not delivered, by reason: buffer_full (the
+	// session's buffer of 16 was full), write (the session had no stream or was gone).
+	DoorbellDropped *prometheus.CounterVec
+	// DoorbellReconnects counts (re)connections of the LISTEN connection.
+	DoorbellReconnects prometheus.Counter
+
+	// Reaped counts what switchboard.reap() did, by kind: requeued, dead_lettered,
+	// retries_released.
+	Reaped *prometheus.CounterVec
+	// ReaperRuns counts reaper runs by result (ok, error).
+	ReaperRuns *prometheus.CounterVec
+}
+
+// New creates the collectors and registers them (plus Go and process collectors) in a fresh
+// registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_tool_calls_total", Help: "MCP tool calls by verb and result code.",
+		}, []string{"verb", "code"}),
+		ToolSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchboard_tool_call_seconds",
+			Help:    "Server-side duration of MCP tool calls by verb.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"verb"}),
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_http_requests_total", Help: "HTTP responses by route family and status.",
+		}, []string{"route", "status"}),
+		Sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_mcp_sessions", Help: "Live MCP sessions in this process.",
+		}),
+		Ingest: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_ingest_total", Help: "Webhook deliveries by source and status.",
+		}, []string{"source", "status"}),
+		DoorbellSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_doorbell_sent_total", Help: "Channel notifications written to a session.",
+		}),
+		DoorbellDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_doorbell_dropped_total", Help: "Channel notifications dropped, by reason.",
+		}, []string{"reason"}),
+		DoorbellReconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_doorbell_listen_connects_total", Help: "Connections (and reconnections) of the LISTEN connection.",
+		}),
+		Reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_reaped_total", Help: "Todos moved by the reaper, by kind.",
+		}, []string{"kind"}),
+		ReaperRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_reaper_runs_total", Help: "Reaper runs by result.",
+		}, []string{"result"}),
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.Ingest,
+		m.DoorbellSent, m.DoorbellDropped, m.DoorbellReconnects, m.Reaped, m.ReaperRuns,
+	)
+	return m
+}
