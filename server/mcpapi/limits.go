@@ -1,0 +1,84 @@
+package mcpapi
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"switchboard/server/store"
+)
+
+// Limits are the per-endpoint token buckets of contract §4.2.
+type Limits struct {
+	ToolRate     rate.Limit // every verb but the webhook-management ones
+	ToolBurst    int
+	WebhookRate  rate.Limit // create_webhook, rotate_webhook, delete_webhook
+	WebhookBurst int
+}
+
+// DefaultLimits: 50/s burst 100 for tools, 10/min burst 5 for webhook management.
+func DefaultLimits() Limits {
+	return Limits{ToolRate: 50, ToolBurst: 100, WebhookRate: rate.Limit(10.0 / 60), WebhookBurst: 5}
+}
+
+// ParseRate reads "N/s" or "N/m" (N a non-negative number).
+func ParseRate(s string) (rate.Limit, error) {
+	num, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return 0, fmt.Errorf("rate %q: want N/s or N/m", s)
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+		return 0, fmt.Errorf("rate %q: want N/s or N/m", s)
+	}
+	switch strings.TrimSpace(unit) {
+	case "s":
+		return rate.Limit(n), nil
+	case "m":
+		return rate.Limit(n / 60), nil
+	}
+	return 0, fmt.Errorf("rate %q: want N/s or N/m", s)
+}
+
+// buckets are one endpoint's limiters.
+type buckets struct {
+	tool, webhook *rate.Limiter
+}
+
+func newBuckets(l Limits) *buckets {
+	return &buckets{
+		tool:    rate.NewLimiter(l.ToolRate, l.ToolBurst),
+		webhook: rate.NewLimiter(l.WebhookRate, l.WebhookBurst),
+	}
+}
+
+// take spends a token, or says when to retry.
+func (b *buckets) take(webhook bool) *store.Error {
+	lim := b.tool
+	if webhook {
+		lim = b.webhook
+	}
+	r := lim.Reserve()
+	if !r.OK() {
+		return store.Errorf(store.CodeRateLimited, "rate limit exceeded; this verb is not available to the endpoint")
+	}
+	d := r.Delay()
+	if d == 0 {
+		return nil
+	}
+	r.Cancel()
+	return store.Errorf(store.CodeRateLimited, "rate limit exceeded; retry in %s", roundUp(d))
+}
+
+// roundUp rounds a wait up to whole seconds (or milliseconds below a second).
+func roundUp(d time.Duration) time.Duration {
+	unit := time.Millisecond
+	if d >= time.Second {
+		unit = time.Second
+	}
+	return (d + unit - 1).Truncate(unit)
+}

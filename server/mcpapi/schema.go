@@ -1,0 +1,61 @@
+package mcpapi
+
+import (
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Helpers for the hand-written tool schemas: explicit, and what tools/list shows.
+
+// Object is an object schema with the given properties; unknown properties are refused.
+func Object(props map[string]*jsonschema.Schema, required ...string) *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type:                 "object",
+		Properties:           props,
+		Required:             required,
+		AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
+	}
+}
+
+// String is a string property.
+func String(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: desc}
+}
+
+// Enum is a string property limited to the given values.
+func Enum(desc string, values ...string) *jsonschema.Schema {
+	e := make([]any, len(values))
+	for i, v := range values {
+		e[i] = v
+	}
+	return &jsonschema.Schema{Type: "string", Description: desc, Enum: e}
+}
+
+// Integer is an integer property.
+func Integer(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "integer", Description: desc}
+}
+
+// Boolean is a boolean property.
+func Boolean(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "boolean", Description: desc}
+}
+
+// AnyJSON accepts any JSON value.
+func AnyJSON(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Description: desc}
+}
+
+// Nullable is a value of the given type or null (for output schemas).
+func Nullable(typ, desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Types: []string{typ, "null"}, Description: desc}
+}
+
+// Out is an output object schema: listed properties, others allowed.
+func Out(props map[string]*jsonschema.Schema, required ...string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", Properties: props, Required: required}
+}
+
+// ArrayOf is an array of the given items.
+func ArrayOf(items *jsonschema.Schema, desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "array", Items: items, Description: desc}
+}

@@ -1,0 +1,434 @@
+package mcpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"switchboard/server/doorbell"
+	"switchboard/server/store"
+)
+
+const (
+	sessionHeader  = "Mcp-Session-Id"
+	versionHeader  = "Mcp-Protocol-Version"
+	newProtocol    = "2026-07-28" // SEP-2575 sessionless protocol: not served (we are stateful)
+	entryIdleAfter = 10 * time.Minute
+	// callHeader carries a request-log id from the HTTP request to the tool handler, through
+	// RequestExtra.Header. Always overwritten, so a client cannot set it.
+	callHeader = "X-Switchboard-Call"
+)
+
+// endpointEntry is one endpoint's server, sessions and rate limits. Guarded by Handler.mu.
+type endpointEntry struct {
+	ep       store.Endpoint
+	srv      *mcp.Server
+	buckets  *buckets
+	sessions map[string]*session
+	refs     int
+	lastUsed time.Time
+	revoked  bool
+}
+
+// session is one MCP session. streams and lastSeen are guarded by Handler.mu.
+type session struct {
+	id        string
+	entry     *endpointEntry
+	ss        *mcp.ServerSession
+	transport *mcp.StreamableServerTransport
+	bell      *doorbell.Session
+	streams   int
+	lastSeen  time.Time
+}
+
+// acquire returns the endpoint's entry (creating it) and holds it for one request.
+func (h *Handler) acquire(ep store.Endpoint) *endpointEntry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return nil
+	}
+	e := h.entries[ep.ID]
+	if e == nil {
+		e = h.newEntry(ep)
+		h.entries[ep.ID] = e
+	}
+	e.refs++
+	e.lastUsed = time.Now()
+	return e
+}
+
+func (h *Handler) release(e *endpointEntry) {
+	h.mu.Lock()
+	e.refs--
+	e.lastUsed = time.Now()
+	h.mu.Unlock()
+}
+
+// newEntry builds the endpoint's mcp.Server with exactly its allowlisted tools.
+func (h *Handler) newEntry(ep store.Endpoint) *endpointEntry {
+	e := &endpointEntry{ep: ep, buckets: newBuckets(h.o.Limits), sessions: map[string]*session{}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "switchboard", Version: h.o.Version}, &mcp.ServerOptions{
+		Instructions: Instructions,
+		Capabilities: &mcp.ServerCapabilities{
+			Experimental: map[string]any{"claude/channel": map[string]any{}},
+			Tools:        &mcp.ToolCapabilities{ListChanged: true},
+		},
+	})
+	allowed := map[string]bool{}
+	for _, t := range h.o.Tools.tools {
+		if slices.Contains(ep.Verbs, t.Name) {
+			allowed[t.Name] = true
+			srv.AddTool(t.mcpTool, h.toolHandler(e, t))
+		}
+	}
+	srv.AddReceivingMiddleware(h.forbidOutsideAllowlist(e, allowed))
+	e.srv = srv
+	return e
+}
+
+// forbidOutsideAllowlist answers a call of a known verb that the endpoint was not granted with
+// the tool error forbidden (the SDK would answer "unknown tool"). Nothing else runs.
+func (h *Handler) forbidOutsideAllowlist(e *endpointEntry, allowed map[string]bool) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/call" {
+				return next(ctx, method, req)
+			}
+			call, ok := req.(*mcp.CallToolRequest)
+			if !ok || allowed[call.Params.Name] || !slices.Contains(Vocabulary, call.Params.Name) {
+				return next(ctx, method, req)
+			}
+			serr := store.Errorf(store.CodeForbidden, "the verb %s is not in this endpoint's allowlist", call.Params.Name)
+			h.account(call, e, call.Params.Name, serr, time.Now())
+			return errorResult(serr), nil
+		}
+	}
+}
+
+// toolHandler wraps a tool's Run: rate limit, validation, timeout, error shape, accounting.
+func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		var out json.RawMessage
+		serr := e.buckets.take(t.Webhook)
+		if serr == nil {
+			args, verr := t.validate(req.Params.Arguments)
+			if verr != nil {
+				serr = verr
+			} else {
+				ctx, cancel := context.WithTimeout(ctx, h.o.ToolTimeout)
+				call := &Call{Endpoint: e.ep, Store: h.o.Store, Log: h.log, BaseURL: h.o.BaseURL}
+				if req.Session != nil {
+					call.Session = req.Session.ID()
+				}
+				res, err := t.Run(ctx, call, args)
+				cancel()
+				if err != nil {
+					serr = store.Classify(err)
+				} else {
+					out = res
+				}
+			}
+		}
+		h.account(req, e, t.Name, serr, start)
+		if serr != nil {
+			return errorResult(serr), nil
+		}
+		return okResult(out), nil
+	}
+}
+
+// account counts a tool call, logs internal failures, and fills the request log line.
+func (h *Handler) account(req *mcp.CallToolRequest, e *endpointEntry, verb string, serr *store.Error, start time.Time) {
+	code := "ok"
+	if serr != nil {
+		code = serr.Code
+		if code == store.CodeInternal {
+			h.log.Error("tool call failed", "verb", verb, "endpoint_id", e.ep.ID, "err", serr.Unwrap())
+		}
+	}
+	h.m.ToolCalls.WithLabelValues(verb, code).Inc()
+	h.m.ToolSeconds.WithLabelValues(verb).Observe(time.Since(start).Seconds())
+	if req.Extra != nil && req.Extra.Header != nil {
+		if v, ok := h.calls.Load(req.Extra.Header.Get(callHeader)); ok {
+			v.(*requestLog).set(verb, code)
+		}
+	}
+}
+
+// checkPOST applies the transport's media-type rules (StreamableHTTPHandler does this in the SDK).
+func checkPOST(w http.ResponseWriter, r *http.Request) bool {
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	if !strings.EqualFold(strings.TrimSpace(ct), "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, store.CodeInvalidArgument, "Content-Type must be application/json")
+		return false
+	}
+	if json, stream := accepts(r); !json || !stream {
+		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Accept must include application/json and text/event-stream")
+		return false
+	}
+	return true
+}
+
+func accepts(r *http.Request) (jsonOK, streamOK bool) {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(part, ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return
+}
+
+// versionOK refuses an unknown Mcp-Protocol-Version, as the SDK's handler does.
+func versionOK(w http.ResponseWriter, r *http.Request) bool {
+	v := r.Header.Get(versionHeader)
+	if v == "" || v >= newProtocol || slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		return true
+	}
+	writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "unsupported MCP protocol version")
+	return false
+}
+
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, e *endpointEntry) *session {
+	id := r.Header.Get(sessionHeader)
+	if id == "" {
+		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Mcp-Session-Id header required")
+		return nil
+	}
+	h.mu.Lock()
+	s := e.sessions[id]
+	if s != nil {
+		s.lastSeen = time.Now()
+	}
+	h.mu.Unlock()
+	if s == nil {
+		// Unknown here: never created, closed, or created through another endpoint.
+		writeError(w, http.StatusNotFound, store.CodeNotFound, "session not found")
+	}
+	return s
+}
+
+func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, e *endpointEntry, rec *requestLog) {
+	if !checkPOST(w, r) || !versionOK(w, r) {
+		return
+	}
+	callID := strconv.FormatUint(h.callSeq.Add(1), 36)
+	r.Header.Set(callHeader, callID)
+	h.calls.Store(callID, rec)
+	defer h.calls.Delete(callID)
+
+	if r.Header.Get(sessionHeader) == "" {
+		h.newSession(w, r, e)
+		return
+	}
+	if s := h.lookup(w, r, e); s != nil {
+		s.transport.ServeHTTP(w, r)
+	}
+}
+
+// newSession starts a session for a POST without a session id (normally initialize).
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpointEntry) {
+	if v := r.Header.Get(versionHeader); v >= newProtocol {
+		refuseNewProtocol(w, r, v)
+		return
+	}
+	id := rand.Text()
+	t := &mcp.StreamableServerTransport{SessionID: id}
+	s := &session{id: id, entry: e, transport: t, lastSeen: time.Now()}
+	ct := &channelTransport{inner: t}
+	ct.onClose = func() { h.dropSession(s) }
+	ss, err := e.srv.Connect(r.Context(), ct, nil)
+	if err != nil {
+		h.log.Error("session connect failed", "endpoint_id", e.ep.ID, "err", err)
+		writeError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")
+		return
+	}
+	s.ss = ss
+	h.mu.Lock()
+	if e.revoked || h.closing {
+		h.mu.Unlock()
+		_ = ss.Close()
+		writeError(w, http.StatusNotFound, store.CodeNotFound, "session not found")
+		return
+	}
+	e.sessions[id] = s
+	if h.o.Bell != nil {
+		s.bell = h.o.Bell.Attach(e.ep.ID, id, ct.notify)
+	}
+	h.mu.Unlock()
+	h.m.Sessions.Inc()
+
+	t.ServeHTTP(w, r)
+	if ss.InitializeParams() == nil {
+		_ = ss.Close() // not an initialize, or it failed: nobody can address this session
+	}
+}
+
+// refuseNewProtocol answers a SEP-2575 (sessionless) request such as server/discover with the
+// JSON-RPC error the SDK uses, so clients fall back to initialize without a session being made.
+func refuseNewProtocol(w http.ResponseWriter, r *http.Request, v string) {
+	body, _ := io.ReadAll(r.Body)
+	var id jsonrpc.ID
+	if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+		if req, ok := msg.(*jsonrpc.Request); ok {
+			id = req.ID
+		}
+	}
+	var legacy []string
+	for _, pv := range mcp.SupportedProtocolVersions() {
+		if pv < newProtocol {
+			legacy = append(legacy, pv)
+		}
+	}
+	data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: legacy, Requested: v})
+	out, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+		Code: mcp.CodeUnsupportedProtocolVersion, Message: "this server is stateful: use initialize", Data: data,
+	}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(out)
+}
+
+// dropSession forgets a closed session (called once, when its connection closes).
+func (h *Handler) dropSession(s *session) {
+	h.mu.Lock()
+	e := s.entry
+	removed := e.sessions[s.id] == s
+	if removed {
+		delete(e.sessions, s.id)
+	}
+	h.mu.Unlock()
+	if removed {
+		h.m.Sessions.Dec()
+	}
+	if s.bell != nil {
+		s.bell.Close()
+	}
+}
+
+// serveGET serves the session's standalone SSE stream, which carries the doorbell.
+func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEntry) {
+	if _, stream := accepts(r); !stream {
+		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Accept must include text/event-stream")
+		return
+	}
+	if !versionOK(w, r) {
+		return
+	}
+	s := h.lookup(w, r, e)
+	if s == nil {
+		return
+	}
+	sw := &streamWriter{ResponseWriter: w, onOpen: func() {
+		h.mu.Lock()
+		s.streams++
+		h.mu.Unlock()
+		if s.bell != nil {
+			s.bell.StreamOpened()
+		}
+	}}
+	s.transport.ServeHTTP(sw, r)
+	if sw.opened {
+		h.mu.Lock()
+		s.streams--
+		s.lastSeen = time.Now()
+		h.mu.Unlock()
+		if s.bell != nil {
+			s.bell.StreamClosed()
+		}
+	}
+}
+
+// streamWriter notices when the SDK accepts a GET stream: it writes the 200 header while it
+// holds the stream, so anything written to the session after this point reaches the stream.
+type streamWriter struct {
+	http.ResponseWriter
+	onOpen  func()
+	written bool // header sent
+	opened  bool // header was 200
+}
+
+func (w *streamWriter) WriteHeader(code int) {
+	if w.written {
+		return
+	}
+	w.written = true
+	w.ResponseWriter.WriteHeader(code)
+	if code == http.StatusOK {
+		w.opened = true
+		w.onOpen()
+	}
+}
+
+func (w *streamWriter) Write(b []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *streamWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, e *endpointEntry) {
+	s := h.lookup(w, r, e)
+	if s == nil {
+		return
+	}
+	_ = s.ss.Close()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sweep closes idle sessions and forgets idle endpoints until Close.
+func (h *Handler) sweep() {
+	defer close(h.done)
+	every := min(h.o.SessionIdle/4, time.Minute)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case now := <-tick.C:
+			var idle []*session
+			h.mu.Lock()
+			for id, e := range h.entries {
+				for _, s := range e.sessions {
+					if s.streams == 0 && now.Sub(s.lastSeen) > h.o.SessionIdle {
+						idle = append(idle, s)
+					}
+				}
+				if e.refs == 0 && len(e.sessions) == 0 && now.Sub(e.lastUsed) > entryIdleAfter {
+					delete(h.entries, id)
+				}
+			}
+			h.mu.Unlock()
+			for _, s := range idle {
+				_ = s.ss.Close()
+			}
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package mcpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"switchboard/server/store"
+)
+
+// TodoTools is the todo family: list_todos, get_todo, claim, claim_next, complete, fail,
+// heartbeat, release (contract §4.4). Each is one call of the SQL function of the same name.
+func TodoTools() []Tool {
+	return []Tool{
+		{
+			Name:        "list_todos",
+			Description: "List your todos, newest first, in your granted queues. Optional filters: queue, state; limit defaults to 50 (max 200).",
+			Input: Object(map[string]*jsonschema.Schema{
+				"queue": String("only this queue (must be one of your granted queues)"),
+				"state": Enum("only this state", "pending", "claimed", "done", "failed"),
+				"limit": Integer("rows to return: default 50, at most 200"),
+			}),
+			Output: Out(map[string]*jsonschema.Schema{"todos": ArrayOf(todoSchema(false), "newest first")}, "todos"),
+			Run:    Typed(listTodos),
+		},
+		{
+			Name:        "get_todo",
+			Description: "Read one todo with its payload, routing trace and result.",
+			Input:       Object(map[string]*jsonschema.Schema{"id": String("todo id")}, "id"),
+			Output:      todoSchema(true, "payload", "routing", "result"),
+			Run:         Typed(getTodo),
+		},
+		{
+			Name: "claim",
+			Description: "Claim one todo by id: you hold it until its lease ends (heartbeat to extend). " +
+				"require_fence returns a lease_token that every later call on the todo must present.",
+			Input: Object(map[string]*jsonschema.Schema{
+				"id":                String("todo id"),
+				"lease_ttl_seconds": leaseTTL(),
+				"require_fence":     requireFence(),
+			}, "id"),
+			Output: todoSchema(true, "payload", "routing", "lease_token"),
+			Run:    Typed(claim),
+		},
+		{
+			Name: "claim_next",
+			Description: "Claim the oldest claimable todo in your granted queues (or one queue). " +
+				"Answers {empty: true} when there is nothing to do.",
+			Input:  Object(nextProps()),
+			Output: claimNextSchema(),
+			Run:    Typed(claimNext),
+		},
+		{
+			Name: "complete",
+			Description: "Finish a todo you hold, with an optional result. With next, also claim the next todo " +
+				"(as claim_next) in the same call; its outcome is in next.",
+			Input:  finishInput(true),
+			Output: finishSchema(),
+			Run:    finish(store.Complete),
+		},
+		{
+			Name: "fail",
+			Description: "Fail a todo you hold: it is retried after a backoff while attempts remain, else dead-lettered. " +
+				"With next, also claim the next todo.",
+			Input:  finishInput(true),
+			Output: finishSchema(),
+			Run:    finish(store.Fail),
+		},
+		{
+			Name:        "heartbeat",
+			Description: "Extend the lease of a todo you hold to now + lease_ttl_seconds. Call it before the lease ends.",
+			Input: Object(map[string]*jsonschema.Schema{
+				"id":                String("todo id"),
+				"lease_ttl_seconds": leaseTTL(),
+				"lease_token":       leaseToken(),
+			}, "id"),
+			Output: todoSchema(false),
+			Run:    Typed(heartbeat),
+		},
+		{
+			Name:        "release",
+			Description: "Give back a todo you hold: it returns to pending for anyone. With next, also claim the next todo.",
+			Input:       finishInput(false),
+			Output:      finishSchema(),
+			Run:         finish(store.Release),
+		},
+	}
+}
+
+func leaseTTL() *jsonschema.Schema {
+	return Integer("lease length in seconds (default: the endpoint's or 300; clamped to 1..86400)")
+}
+func requireFence() *jsonschema.Schema {
+	return Boolean("return a one-time lease_token that later calls on this todo must present")
+}
+func leaseToken() *jsonschema.Schema {
+	return String("the lease_token of a fenced claim")
+}
+
+func nextProps() map[string]*jsonschema.Schema {
+	return map[string]*jsonschema.Schema{
+		"queue":             String("only this queue (must be one of your granted queues)"),
+		"lease_ttl_seconds": leaseTTL(),
+		"require_fence":     requireFence(),
+	}
+}
+
+func finishInput(withResult bool) *jsonschema.Schema {
+	props := map[string]*jsonschema.Schema{
+		"id":          String("todo id"),
+		"lease_token": leaseToken(),
+		"next":        Object(nextProps()),
+	}
+	props["next"].Description = "also claim the next todo, as claim_next with these options"
+	if withResult {
+		props["result"] = AnyJSON("any JSON result to store with the todo")
+	}
+	return Object(props, "id")
+}
+
+// todoSchema is the todo row of contract §2, plus the named detail fields.
+func todoSchema(_ bool, extra ...string) *jsonschema.Schema {
+	props := map[string]*jsonschema.Schema{
+		"id":               String("todo id"),
+		"queue":            String("queue"),
+		"state":            Enum("state", "pending", "claimed", "done", "failed"),
+		"attempt":          Integer("claims so far"),
+		"max_attempts":     Integer("claims allowed"),
+		"title":            String("title; data from an outside sender"),
+		"source":           String("where it came from (webhook source type or operator)"),
+		"kind":             Nullable("string", "event type, if any"),
+		"owner":            Nullable("string", "agent:<id> of the holder (kept after fail for display)"),
+		"lease_expires_at": Nullable("string", "RFC 3339 UTC"),
+		"next_retry_at":    Nullable("string", "RFC 3339 UTC; set on a parked retry"),
+		"dead_letter":      Boolean("failed with no retry left"),
+		"created_at":       String("RFC 3339 UTC"),
+		"payload_size":     Integer("payload bytes"),
+	}
+	for _, f := range extra {
+		switch f {
+		case "lease_token":
+			props[f] = String("fence token (require_fence only); shown once")
+		default:
+			props[f] = AnyJSON(f)
+		}
+	}
+	return Out(props, "id", "queue", "state", "attempt")
+}
+
+func claimNextSchema() *jsonschema.Schema {
+	return Out(map[string]*jsonschema.Schema{
+		"empty":       Boolean("true when nothing was claimable"),
+		"todo":        todoSchema(true, "payload", "routing"),
+		"lease_token": String("fence token (require_fence only); shown once"),
+	}, "empty")
+}
+
+func finishSchema() *jsonschema.Schema {
+	s := todoSchema(false)
+	next := claimNextSchema()
+	next.Required = nil
+	next.Properties["error"] = String("\"<code>: <message>\" when the next claim failed; the transition above still stands")
+	next.Description = "present when next was asked for"
+	s.Properties["next"] = next
+	return s
+}
+
+type nextIn struct {
+	Queue        *string `json:"queue"`
+	LeaseTTL     *int64  `json:"lease_ttl_seconds"`
+	RequireFence *bool   `json:"require_fence"`
+}
+
+func (n *nextIn) options() *store.NextOptions {
+	if n == nil {
+		return nil
+	}
+	return &store.NextOptions{Queue: n.Queue, LeaseTTL: clampInt(n.LeaseTTL), RequireFence: n.RequireFence != nil && *n.RequireFence}
+}
+
+// clampInt keeps an integer argument inside PostgreSQL's int range; SQL clamps it further.
+func clampInt(v *int64) *int {
+	if v == nil {
+		return nil
+	}
+	x := min(max(*v, math.MinInt32), math.MaxInt32)
+	i := int(x)
+	return &i
+}
+
+func listTodos(ctx context.Context, c *Call, in struct {
+	Queue *string `json:"queue"`
+	State *string `json:"state"`
+	Limit *int64  `json:"limit"`
+}) (json.RawMessage, error) {
+	return c.Store.ListTodos(ctx, c.Endpoint.ID, in.Queue, in.State, clampInt(in.Limit))
+}
+
+func getTodo(ctx context.Context, c *Call, in struct {
+	ID string `json:"id"`
+}) (json.RawMessage, error) {
+	return c.Store.GetTodo(ctx, c.Endpoint.ID, in.ID)
+}
+
+func claim(ctx context.Context, c *Call, in struct {
+	ID           string `json:"id"`
+	LeaseTTL     *int64 `json:"lease_ttl_seconds"`
+	RequireFence *bool  `json:"require_fence"`
+}) (json.RawMessage, error) {
+	return c.Store.Claim(ctx, c.Endpoint.ID, in.ID, clampInt(in.LeaseTTL), in.RequireFence != nil && *in.RequireFence)
+}
+
+func claimNext(ctx context.Context, c *Call, in nextIn) (json.RawMessage, error) {
+	return c.Store.ClaimNext(ctx, c.Endpoint.ID, *in.options())
+}
+
+func heartbeat(ctx context.Context, c *Call, in struct {
+	ID         string  `json:"id"`
+	LeaseTTL   *int64  `json:"lease_ttl_seconds"`
+	LeaseToken *string `json:"lease_token"`
+}) (json.RawMessage, error) {
+	return c.Store.Heartbeat(ctx, c.Endpoint.ID, in.ID, clampInt(in.LeaseTTL), in.LeaseToken)
+}
+
+type finishIn struct {
+	ID         string          `json:"id"`
+	Result     json.RawMessage `json:"result"`
+	LeaseToken *string         `json:"lease_token"`
+	Next       *nextIn         `json:"next"`
+}
+
+// finish is complete, fail or release, with the optional next claim.
+func finish(op store.Op) func(context.Context, *Call, json.RawMessage) (json.RawMessage, error) {
+	return Typed(func(ctx context.Context, c *Call, in finishIn) (json.RawMessage, error) {
+		todo, next, nextErr, err := c.Store.Finish(ctx, op, c.Endpoint.ID, in.ID, in.Result, in.LeaseToken, in.Next.options())
+		if err != nil {
+			return nil, err
+		}
+		if in.Next == nil {
+			return todo, nil
+		}
+		if nextErr != nil {
+			if nextErr.Code == store.CodeInternal {
+				c.Log.Error("next claim failed", "endpoint_id", c.Endpoint.ID, "err", nextErr.Unwrap())
+			}
+			msg, _ := json.Marshal(nextErr.Error())
+			next = append(append([]byte(`{"error": `), msg...), '}')
+		}
+		return withNext(todo, next), nil
+	})
+}
+
+// withNext adds "next" to the todo object.
+func withNext(todo, next []byte) json.RawMessage {
+	t := bytes.TrimRight(todo, " \t\r\n")
+	out := make([]byte, 0, len(t)+len(next)+12)
+	out = append(out, t[:len(t)-1]...)
+	out = append(out, `, "next": `...)
+	out = append(out, next...)
+	out = append(out, '}')
+	return out
+}

@@ -1,0 +1,201 @@
+package mcpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"switchboard/server/store"
+)
+
+// Tool is one MCP tool: a verb of switchboard.verbs. A tool family (todo, webhook, route,
+// rule, event) is a function returning its []Tool; the server adds it with one line,
+// Registry.Add(FamilyTools()...). The handler takes care of the allowlist (tools/list shows
+// only granted verbs; a known verb outside the grant answers forbidden), input validation
+// (invalid_argument), rate limits, error shape, logging and metrics.
+type Tool struct {
+	Name        string
+	Description string
+	// Input is the arguments schema: type object (see Object). Arguments are validated
+	// against it before Run; a mismatch is the tool error invalid_argument.
+	Input *jsonschema.Schema
+	// Output documents the structured result (optional; not enforced at run time).
+	Output *jsonschema.Schema
+	// Webhook puts the tool under the webhook-management rate limit instead of the tool one.
+	Webhook bool
+	// Run does the work with the validated arguments object and returns the structured
+	// result, a JSON object. Errors are mapped by store.Classify: a *store.Error keeps its
+	// code and message; anything else is internal (logged, never shown).
+	Run func(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error)
+}
+
+// Typed adapts a handler of a decoded argument struct to Tool.Run. The arguments were
+// validated against the schema first, so decoding only fails on values the schema allows but
+// Go cannot hold (e.g. an integer beyond int64); that is invalid_argument too.
+func Typed[In any](run func(ctx context.Context, c *Call, in In) (json.RawMessage, error)) func(context.Context, *Call, json.RawMessage) (json.RawMessage, error) {
+	return func(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
+		var in In
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, store.Errorf(store.CodeInvalidArgument, "arguments do not fit the input schema")
+		}
+		return run(ctx, c, in)
+	}
+}
+
+// Call is what a tool's Run gets besides its arguments.
+type Call struct {
+	Endpoint store.Endpoint // the caller's endpoint and its immutable scope
+	Session  string         // MCP session id
+	Store    *store.Store
+	Log      *slog.Logger
+	BaseURL  string // public base URL of the server, without a trailing slash
+}
+
+// Registry holds the tools the server offers. Add every family before serving.
+type Registry struct {
+	tools []*compiledTool
+}
+
+// Add registers tools; it panics on a malformed definition (a programming error).
+func (r *Registry) Add(tools ...Tool) {
+	for _, t := range tools {
+		if t.Name == "" || t.Run == nil || t.Input == nil || t.Input.Type != "object" {
+			panic(fmt.Sprintf("mcpapi: tool %q needs a name, Run and an object input schema", t.Name))
+		}
+		if slices.ContainsFunc(r.tools, func(c *compiledTool) bool { return c.Name == t.Name }) {
+			panic(fmt.Sprintf("mcpapi: tool %q registered twice", t.Name))
+		}
+		r.tools = append(r.tools, compile(t))
+	}
+}
+
+// Names lists the registered tool names.
+func (r *Registry) Names() []string {
+	out := make([]string, len(r.tools))
+	for i, t := range r.tools {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// compiledTool is a Tool with its schemas resolved once.
+type compiledTool struct {
+	Tool
+	mcpTool  *mcp.Tool
+	resolved *jsonschema.Resolved
+	props    map[string]*jsonschema.Resolved
+}
+
+func compile(t Tool) *compiledTool {
+	res, err := t.Input.Resolve(nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpapi: tool %q input schema: %v", t.Name, err))
+	}
+	props := map[string]*jsonschema.Resolved{}
+	for name, p := range t.Input.Properties {
+		pr, err := p.Resolve(nil)
+		if err != nil {
+			panic(fmt.Sprintf("mcpapi: tool %q property %q: %v", t.Name, name, err))
+		}
+		props[name] = pr
+	}
+	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input}
+	if t.Output != nil {
+		mt.OutputSchema = t.Output
+	}
+	return &compiledTool{Tool: t, mcpTool: mt, resolved: res, props: props}
+}
+
+// validate checks raw arguments against the input schema and returns them as an object.
+// The refusal names the offending argument, never echoes a value.
+func (t *compiledTool) validate(raw json.RawMessage) (json.RawMessage, *store.Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = json.RawMessage(`{}`)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, store.Errorf(store.CodeInvalidArgument, "arguments must be a JSON object")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, store.Errorf(store.CodeInvalidArgument, "arguments must be a JSON object")
+	}
+	if err := t.resolved.Validate(m); err == nil {
+		return raw, nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if _, known := t.props[k]; !known {
+			return nil, store.Errorf(store.CodeInvalidArgument, "unknown argument %q", printable(k))
+		}
+	}
+	for _, k := range t.Input.Required {
+		if _, ok := m[k]; !ok {
+			return nil, store.Errorf(store.CodeInvalidArgument, "missing required argument %q", k)
+		}
+	}
+	for _, k := range keys {
+		if err := t.props[k].Validate(m[k]); err != nil {
+			return nil, store.Errorf(store.CodeInvalidArgument, "argument %q has an invalid value", k)
+		}
+	}
+	return nil, store.Errorf(store.CodeInvalidArgument, "arguments do not match the input schema")
+}
+
+// printable shortens a caller-supplied name for a message: at most 64 bytes, no control
+// characters.
+func printable(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// okResult is a successful tool result: the JSON as structured content and as text.
+func okResult(out json.RawMessage) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(out)}},
+		StructuredContent: out,
+	}
+}
+
+// errorResult is a tool failure: isError and one text "<code>: <message>".
+func errorResult(e *store.Error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: e.Code + ": " + e.Message}},
+	}
+}
+
+// Vocabulary is the verb vocabulary of contract §3 (the table switchboard.verbs). A call of one
+// of these outside the endpoint's allowlist answers forbidden, not "unknown tool".
+var Vocabulary = []string{
+	"list_todos", "get_todo", "claim", "claim_next", "complete", "fail", "heartbeat", "release",
+	"create_webhook", "list_webhooks", "rotate_webhook", "delete_webhook",
+	"add_webhook_route", "list_webhook_routes", "remove_webhook_route",
+	"list_webhook_rules", "set_webhook_rules", "add_webhook_rule", "update_webhook_rule",
+	"move_webhook_rule", "remove_webhook_rule", "test_webhook_rules",
+	"list_webhook_events", "get_webhook_event",
+}
