@@ -1,0 +1,151 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchboard/server/mcpapi"
+)
+
+// Config is the server's configuration. ConfigFromEnv reads it from the environment.
+type Config struct {
+	// Addr is the listen address (SWITCHBOARD_ADDR, default 127.0.0.1:8080).
+	Addr string
+	// BaseURL is the public URL (SWITCHBOARD_BASE_URL, default http://<addr>; an unspecified
+	// listen host becomes localhost). It is used in URLs handed out (MCP, ingest) and its host
+	// passes the DNS-rebinding check.
+	BaseURL string
+	// DatabaseURL is the PostgreSQL URL (DATABASE_URL); used by Run.
+	DatabaseURL string
+	// DBMaxConns is the pool size (SWITCHBOARD_DB_MAX_CONNS, default 0: store.PoolConfig's).
+	DBMaxConns int32
+	// ReaperInterval is how often switchboard.reap() runs (SWITCHBOARD_REAPER_INTERVAL,
+	// default 30s, 0 = off). A Go duration, or a number of seconds.
+	ReaperInterval time.Duration
+	// Limits are the per-endpoint token buckets (SWITCHBOARD_TOOL_RATE / _BURST,
+	// SWITCHBOARD_WEBHOOK_RATE / _BURST; rates as N/s or N/m).
+	Limits mcpapi.Limits
+	// DoorbellWindow overrides the trailing re-check delay (0: doorbell_window_ms setting).
+	DoorbellWindow time.Duration
+	// SessionIdle closes MCP sessions idle this long (SWITCHBOARD_SESSION_IDLE, default 1h).
+	SessionIdle time.Duration
+	// ShutdownTimeout bounds graceful shutdown (default 15s).
+	ShutdownTimeout time.Duration
+	// LogLevel is the slog level (SWITCHBOARD_LOG_LEVEL: debug, info, warn, error).
+	LogLevel slog.Level
+}
+
+// DefaultConfig is the configuration with every default applied.
+func DefaultConfig() Config {
+	c := Config{
+		Addr:            "127.0.0.1:8080",
+		ReaperInterval:  30 * time.Second,
+		Limits:          mcpapi.DefaultLimits(),
+		SessionIdle:     time.Hour,
+		ShutdownTimeout: 15 * time.Second,
+	}
+	return c
+}
+
+// ConfigFromEnv reads the configuration from the environment.
+func ConfigFromEnv() (Config, error) {
+	c := DefaultConfig()
+	if v := os.Getenv("SWITCHBOARD_ADDR"); v != "" {
+		c.Addr = v
+	}
+	c.BaseURL = os.Getenv("SWITCHBOARD_BASE_URL")
+	c.DatabaseURL = os.Getenv("DATABASE_URL")
+	var errs []string
+	bad := func(k string, err error) { errs = append(errs, fmt.Sprintf("%s: %v", k, err)) }
+	if v := os.Getenv("SWITCHBOARD_REAPER_INTERVAL"); v != "" {
+		d, err := parseInterval(v)
+		if err != nil {
+			bad("SWITCHBOARD_REAPER_INTERVAL", err)
+		}
+		c.ReaperInterval = d
+	}
+	if v := os.Getenv("SWITCHBOARD_SESSION_IDLE"); v != "" {
+		d, err := parseInterval(v)
+		if err != nil || d <= 0 {
+			bad("SWITCHBOARD_SESSION_IDLE", fmt.Errorf("want a positive duration"))
+		}
+		c.SessionIdle = d
+	}
+	for _, r := range []struct {
+		key  string
+		into *mcpapi.Limits
+		tool bool
+	}{{"SWITCHBOARD_TOOL_RATE", &c.Limits, true}, {"SWITCHBOARD_WEBHOOK_RATE", &c.Limits, false}} {
+		if v := os.Getenv(r.key); v != "" {
+			l, err := mcpapi.ParseRate(v)
+			if err != nil {
+				bad(r.key, err)
+			} else if r.tool {
+				r.into.ToolRate = l
+			} else {
+				r.into.WebhookRate = l
+			}
+		}
+	}
+	for _, b := range []struct {
+		key  string
+		into *int
+	}{{"SWITCHBOARD_TOOL_BURST", &c.Limits.ToolBurst}, {"SWITCHBOARD_WEBHOOK_BURST", &c.Limits.WebhookBurst}} {
+		if v := os.Getenv(b.key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				bad(b.key, fmt.Errorf("want a whole number >= 0"))
+			} else {
+				*b.into = n
+			}
+		}
+	}
+	if v := os.Getenv("SWITCHBOARD_DB_MAX_CONNS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			bad("SWITCHBOARD_DB_MAX_CONNS", fmt.Errorf("want a whole number >= 1"))
+		}
+		c.DBMaxConns = int32(n)
+	}
+	if v := os.Getenv("SWITCHBOARD_LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			bad("SWITCHBOARD_LOG_LEVEL", err)
+		}
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+// parseInterval reads a Go duration ("30s") or a number of seconds ("30", "0").
+func parseInterval(v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want a duration such as 30s, or seconds")
+	}
+	return d, nil
+}
+
+// baseURL is the configured base URL, or one made from the listen address.
+func (c Config) baseURL(addr string) string {
+	if c.BaseURL != "" {
+		return strings.TrimRight(c.BaseURL, "/")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// securityHeaders are set on every response of the server (contract §4.1).
+var securityHeaders = [][2]string{
+	{"Content-Security-Policy", "default-src 'none'"},
+	{"X-Frame-Options", "DENY"},
+	{"X-Content-Type-Options", "nosniff"},
+	{"Referrer-Policy", "strict-origin-when-cross-origin"},
+	{"Cache-Control", "no-store"},
+}
+
+func setSecurityHeaders(h http.Header) {
+	for _, kv := range securityHeaders {
+		h.Set(kv[0], kv[1])
+	}
+}
+
+// secureHeaders sets the security headers before the handler runs and again at the moment the
+// response header is written, so a handler that overwrites one (the go-sdk sets
+// Cache-Control: no-cache on streams) cannot send it.
+func secureHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setSecurityHeaders(w.Header())
+		next.ServeHTTP(&headerWriter{ResponseWriter: w}, r)
+	})
+}
+
+// headerWriter enforces the security headers at WriteHeader time; it keeps http.Flusher (SSE)
+// and Unwrap (http.ResponseController).
+type headerWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *headerWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 200 {
+		w.wrote = true
+		setSecurityHeaders(w.Header())
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *headerWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *headerWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *headerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// routeFamily names a request's route for metrics and logs. Paths themselves are not logged
+// outside /mcp: an ingest URL carries a credential.
+func routeFamily(r *http.Request) string {
+	p := r.URL.Path
+	switch {
+	case strings.HasPrefix(p, "/mcp/"):
+		return "mcp"
+	case strings.HasPrefix(p, "/webhooks/"):
+		return "webhook"
+	case p == "/healthz" || p == "/readyz":
+		return "health"
+	case p == "/metrics":
+		return "metrics"
+	}
+	return "other"
+}
+
+// accessLog writes one line per request for routes that do not log themselves (MCP does, with
+// its endpoint, verb and code) and counts every response.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		family := routeFamily(r)
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.metrics.HTTPRequests.WithLabelValues(family, strconv.Itoa(status)).Inc()
+		if family == "mcp" {
+			return
+		}
+		pattern := r.Pattern
+		if pattern == "" {
+			pattern = "(no route)"
+		}
+		level := s.log.Info
+		if family == "health" || family == "metrics" {
+			level = s.log.Debug
+		}
+		level("http request", "method", r.Method, "route", pattern, "status", status,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusRecorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body + "\n"))
+}
+
+// healthz: the process is up.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, `{"status":"ok"}`)
+}
+
+// readyz: the database answers.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.Warn("readiness check failed", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, `{"status":"unavailable"}`)
+		return
+	}
+	writeJSON(w, http.StatusOK, `{"status":"ready"}`)
+}
+
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})
+}

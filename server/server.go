@@ -1,0 +1,223 @@
+// Package server assembles Switchboard's HTTP server: the MCP agent surface (/mcp/{slug}),
+// health and metrics, the doorbell listener and the reaper, over one PostgreSQL pool. Other
+// routes (the webhook receiver) mount on the same mux with Handle; more MCP tool families
+// register with Tools().Add before Serve.
+//
+//	srv, err := server.New(cfg, pool, logger)
+//	srv.Tools().Add(mcpapi.WebhookTools()...)          // e.g. another tool family
+//	srv.Handle("POST /webhooks/w/{token}", receiver)   // e.g. the webhook receiver
+//	err = srv.ListenAndServe(ctx)                      // until ctx ends, then graceful shutdown
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"switchboard/server/doorbell"
+	"switchboard/server/mcpapi"
+	"switchboard/server/metrics"
+	"switchboard/server/store"
+)
+
+// Server is one Switchboard server process's worth of parts.
+type Server struct {
+	cfg     Config
+	baseURL string
+	log     *slog.Logger
+	store   *store.Store
+	metrics *metrics.Metrics
+	tools   *mcpapi.Registry
+	bell    *doorbell.Bell
+	mcp     *mcpapi.Handler
+	mux     *http.ServeMux
+	handler http.Handler
+
+	serveOnce sync.Once
+}
+
+// New builds a server over an open pool. Nothing runs until Serve or ListenAndServe.
+func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
+	if pool == nil {
+		return nil, errors.New("server: nil pool")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	def := DefaultConfig()
+	if cfg.Addr == "" {
+		cfg.Addr = def.Addr
+	}
+	if cfg.Limits == (mcpapi.Limits{}) {
+		cfg.Limits = def.Limits
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = def.ShutdownTimeout
+	}
+	s := &Server{
+		cfg:     cfg,
+		baseURL: cfg.baseURL(cfg.Addr),
+		log:     log,
+		store:   store.New(pool),
+		metrics: metrics.New(),
+		tools:   &mcpapi.Registry{},
+		mux:     http.NewServeMux(),
+	}
+	s.tools.Add(mcpapi.TodoTools()...)
+	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
+	s.bell = doorbell.New(s.store, doorbell.Config{
+		Window:    cfg.DoorbellWindow,
+		OnRevoked: func(id string) { s.mcp.Revoke(id) },
+		Log:       log,
+		Metrics:   s.metrics,
+	})
+	s.mcp = mcpapi.New(mcpapi.Options{
+		Store:       s.store,
+		Tools:       s.tools,
+		Bell:        s.bell,
+		Log:         log,
+		Metrics:     s.metrics,
+		BaseURL:     s.baseURL,
+		Limits:      cfg.Limits,
+		SessionIdle: cfg.SessionIdle,
+	})
+	s.mux.Handle("/mcp/{slug}", s.mcp)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", s.metricsHandler())
+	s.handler = secureHeaders(s.accessLog(s.mux))
+	return s, nil
+}
+
+// Handle mounts another route on the server's mux (before Serve), e.g.
+// Handle("POST /webhooks/w/{token}", receiver). It gets the security headers and the
+// request log like every route.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Tools is the MCP tool registry: add tool families before Serve.
+func (s *Server) Tools() *mcpapi.Registry { return s.tools }
+
+// Metrics are the server's Prometheus collectors (shared with the webhook receiver).
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Store is the server's store.
+func (s *Server) Store() *store.Store { return s.store }
+
+// BaseURL is the public base URL, without a trailing slash.
+func (s *Server) BaseURL() string { return s.baseURL }
+
+// Handler is the complete HTTP handler (all routes, security headers, request log).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// MCP is the agent-surface handler (session counts, for tests and operations).
+func (s *Server) MCP() *mcpapi.Handler { return s.mcp }
+
+// Doorbell is the server's doorbell.
+func (s *Server) Doorbell() *doorbell.Bell { return s.bell }
+
+// ListenAndServe listens on cfg.Addr and serves until ctx ends.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve runs the doorbell, the reaper and the HTTP server on ln until ctx ends, then shuts
+// down gracefully: stop accepting, let in-flight requests finish, stop the reaper and the
+// doorbell listener, close the MCP sessions (which ends their streams), and return. The pool
+// belongs to the caller, who closes it afterwards. Serve may be called once.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	err := errors.New("server: Serve called twice")
+	s.serveOnce.Do(func() { err = s.serve(ctx, ln) })
+	return err
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.bell.Start()
+	s.mcp.Start()
+	reap := startReaper(s.store, s.cfg.ReaperInterval, s.log, s.metrics)
+	s.log.Info("listening", "addr", ln.Addr().String(), "base_url", s.baseURL,
+		"reaper_interval", s.cfg.ReaperInterval.String())
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+
+	s.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- hs.Shutdown(sctx) }() // stop accepting; wait for requests to end
+	// In-flight calls finish; GET streams never do by themselves, they end with their sessions.
+	for s.mcp.InFlight() > 0 && sctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	reap.stop()
+	s.bell.Close()
+	s.mcp.Close()
+	shutErr := <-shut
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	if shutErr != nil {
+		_ = hs.Close()
+		s.log.Warn("shutdown incomplete", "err", shutErr)
+	}
+	s.log.Info("stopped")
+	return errors.Join(serveErr, shutErr)
+}
+
+// NewLogger is the server's JSON logger on stderr.
+func NewLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// Run opens the pool named by cfg.DatabaseURL, builds the server, lets each setup function
+// add to it (routes with Handle, tool families with Tools().Add), serves until ctx ends, then
+// closes the pool.
+func Run(ctx context.Context, cfg Config, setup ...func(*Server) error) error {
+	if cfg.DatabaseURL == "" {
+		return errors.New("DATABASE_URL is not set")
+	}
+	log := NewLogger(cfg.LogLevel)
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	pool, err := store.Open(octx, cfg.DatabaseURL, cfg.DBMaxConns)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	srv, err := New(cfg, pool, log)
+	if err != nil {
+		return err
+	}
+	for _, f := range setup {
+		if err := f(srv); err != nil {
+			return err
+		}
+	}
+	return srv.ListenAndServe(ctx)
+}
