@@ -1,18 +1,360 @@
+// Command switchboard is the one binary of Switchboard: the server (`serve`), the migrations
+// (`migrate`) and the operator CLI of contract §8. The logic lives in the PL/pgSQL functions of
+// the schema `switchboard`; every command here parses and checks its arguments, calls one or two
+// of those functions over a single connection, and prints the result.
+//
+// Output: with --json (accepted anywhere after the command words) exactly one JSON value on
+// stdout; without it a short human-readable form. Errors: one line `switchboard: <message>` on
+// stderr. Exit status: 0 success, 2 bad input or a domain refusal from SQL (SQLSTATE class SB,
+// nothing written), 1 anything else.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5"
-	"switchboard/db"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func main() {
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil { panic(err) }
-	n, v, err := db.Migrate(ctx, c)
-	fmt.Println(n, v, err); if err != nil { os.Exit(1) }
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
+
+// command is one entry of the CLI: its command words, a synopsis for help, and its body.
+type command struct {
+	words    string
+	synopsis string
+	run      func(ctx context.Context, c *cli, args []string) error
+}
+
+var commands = []command{
+	{"migrate", "migrate", runMigrate},
+	{"serve", "serve [--addr HOST:PORT]", func(ctx context.Context, _ *cli, args []string) error { return runServe(ctx, args) }},
+	{"demo", "demo", runDemo},
+	{"human add", "human add NAME", runHumanAdd},
+	{"endpoint vend", "endpoint vend --human NAME --agent NAME --queues a,b [--verbs v1,v2 | --verbs all] [--webhook-max N] [--webhook-sources github,generic] [--webhook-queues a] [--lease-ttl SECONDS]", runEndpointVend},
+	{"endpoint list", "endpoint list [--human NAME]", runEndpointList},
+	{"endpoint revoke", "endpoint revoke ID|SLUG", runEndpointRevoke},
+	{"friend request", "friend request --from NAME --to NAME", runFriendRequest},
+	{"friend approve", "friend approve ID", friendDecide("approved")},
+	{"friend deny", "friend deny ID", friendDecide("denied")},
+	{"friend revoke", "friend revoke ID", friendDecide("revoked")},
+	{"friend list", "friend list [--human NAME]", runFriendList},
+	{"todo push", "todo push --endpoint ID|SLUG --queue Q --title T [--payload JSON] [--key K]", runTodoPush},
+	{"reap", "reap", runReap},
+	{"settings", "settings | settings set KEY VALUE", runSettings},
+}
+
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: switchboard COMMAND [ARGS] [--json]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  switchboard %s\n", c.synopsis)
+	}
+	b.WriteString("\nAll commands but serve read DATABASE_URL. --json prints exactly one JSON value on stdout.\n")
+	return b.String()
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	args, asJSON := extractJSON(args)
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage())
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage())
+		return 0
+	}
+	cmd, rest, err := lookup(args)
+	if err != nil {
+		return report(stderr, err)
+	}
+	c := &cli{stdout: stdout, json: asJSON, words: cmd.words, synopsis: cmd.synopsis}
+	return report(stderr, cmd.run(ctx, c, rest))
+}
+
+// extractJSON removes --json (or -json) from the arguments, wherever it stands before a "--".
+func extractJSON(args []string) ([]string, bool) {
+	out := make([]string, 0, len(args))
+	found := false
+	for i, a := range args {
+		if a == "--" {
+			out = append(out, args[i:]...)
+			break
+		}
+		if a == "--json" || a == "-json" {
+			found = true
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, found
+}
+
+// lookup finds the command named by the leading words of args and returns the remaining args.
+func lookup(args []string) (command, []string, error) {
+	if len(args) >= 2 {
+		if i := slices.IndexFunc(commands, func(c command) bool { return c.words == args[0]+" "+args[1] }); i >= 0 {
+			return commands[i], args[2:], nil
+		}
+	}
+	if i := slices.IndexFunc(commands, func(c command) bool { return c.words == args[0] }); i >= 0 {
+		return commands[i], args[1:], nil
+	}
+	var subs []string
+	for _, c := range commands {
+		if group, sub, ok := strings.Cut(c.words, " "); ok && group == args[0] {
+			subs = append(subs, sub)
+		}
+	}
+	if len(subs) == 0 {
+		return command{}, nil, usagef("unknown command %q (see switchboard help)", args[0])
+	}
+	if len(args) == 1 {
+		return command{}, nil, usagef("%s: missing subcommand (one of %s)", args[0], strings.Join(subs, ", "))
+	}
+	return command{}, nil, usagef("unknown command %q (%s takes one of %s)", args[0]+" "+args[1], args[0], strings.Join(subs, ", "))
+}
+
+// --- errors and exit status ---
+
+// exitError carries the exit status of a failure that is not a database error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usagef is bad input: exit status 2, nothing written.
+func usagef(format string, a ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
+}
+
+// errHelp ends a command after it printed its help on request (exit 0).
+var errHelp = errors.New("help requested")
+
+// report prints err as one line on stderr and returns the exit status. A domain refusal of the SQL
+// functions (SQLSTATE class SB) is bad input: its message is fixed human text, exit 2. Any other
+// database error is unexpected: exit 1.
+func report(stderr io.Writer, err error) int {
+	if err == nil || errors.Is(err, errHelp) {
+		return 0
+	}
+	code, msg := 1, err.Error()
+	var pgErr *pgconn.PgError
+	var exitErr *exitError
+	switch {
+	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "SB"):
+		code, msg = 2, pgErr.Message
+	case errors.As(err, &pgErr):
+		msg = fmt.Sprintf("database error: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	case errors.As(err, &exitErr):
+		code = exitErr.code
+	}
+	msg = strings.Join(strings.Fields(msg), " ") // one line
+	fmt.Fprintf(stderr, "switchboard: %s\n", msg)
+	return code
+}
+
+// --- the per-command context: flags, database, output ---
+
+type cli struct {
+	stdout   io.Writer
+	json     bool
+	words    string // e.g. "endpoint vend"
+	synopsis string
+}
+
+// flags returns a FlagSet that reports instead of printing or exiting.
+func (c *cli) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("switchboard "+c.synopsis, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parse parses the flags and returns exactly `positional` positional arguments.
+func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(c.stdout, "usage: switchboard %s\n", c.synopsis)
+			fs.SetOutput(c.stdout)
+			fs.PrintDefaults()
+			return nil, errHelp
+		}
+		return nil, usagef("%s: %v (see switchboard %s -h)", c.words, err, c.words)
+	}
+	rest := fs.Args()
+	switch {
+	case len(rest) < len(positional):
+		return nil, usagef("%s: missing %s (usage: switchboard %s)", c.words, positional[len(rest)], c.synopsis)
+	case len(rest) > len(positional):
+		return nil, usagef("%s: unexpected argument %q (usage: switchboard %s)", c.words, rest[len(positional)], c.synopsis)
+	}
+	return rest, nil
+}
+
+// require refuses a missing required flag value.
+func (c *cli) require(name, value string) error {
+	if value == "" {
+		return usagef("%s: --%s is required (see switchboard %s -h)", c.words, name, c.words)
+	}
+	return nil
+}
+
+// connect opens the single connection a command uses. DATABASE_URL must be set.
+func (c *cli) connect(ctx context.Context) (*pgx.Conn, error) {
+	dsn := os.Getenv("DATABASE_URL")
+	if dsn == "" {
+		return nil, usagef("DATABASE_URL is not set")
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to the database: %w", err)
+	}
+	return conn, nil
+}
+
+// emit prints v as one JSON value with --json, else calls human.
+func (c *cli) emit(v any, human func(w io.Writer)) error {
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	human(c.stdout)
+	return nil
+}
+
+// --- database helpers ---
+
+// queryJSON runs a statement returning one jsonb value and decodes it (numbers kept exact).
+func queryJSON(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (any, error) {
+	var raw []byte
+	if err := conn.QueryRow(ctx, sql, args...).Scan(&raw); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode result: %w", err)
+	}
+	return v, nil
+}
+
+// queryObject is queryJSON for a function returning a JSON object.
+func queryObject(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (map[string]any, error) {
+	v, err := queryJSON(ctx, conn, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected result shape %T", v)
+	}
+	return m, nil
+}
+
+// queryList is queryJSON for a function returning a JSON array of objects.
+func queryList(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]map[string]any, error) {
+	v, err := queryJSON(ctx, conn, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected result shape %T", v)
+	}
+	out := make([]map[string]any, 0, len(arr))
+	for _, e := range arr {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("unexpected element shape %T", e)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// --- human-readable output ---
+
+// text renders a JSON value for a table cell or a key/value line.
+func text(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		return x
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = text(e)
+		}
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, ",")
+	case map[string]any:
+		b, _ := json.Marshal(x)
+		return string(b)
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+// table prints aligned columns.
+func table(w io.Writer, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+// pairs prints aligned "key  value" lines, two strings at a time.
+func pairs(w io.Writer, kv ...string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(tw, "  %s\t%s\n", kv[i], kv[i+1])
+	}
+	tw.Flush()
+}
+
+// --- configuration shared by vend, list and demo ---
+
+func getenvDefault(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// baseURL is SWITCHBOARD_BASE_URL, else http://SWITCHBOARD_ADDR (default 127.0.0.1:8080).
+func baseURL() string {
+	if v := os.Getenv("SWITCHBOARD_BASE_URL"); v != "" {
+		return strings.TrimRight(v, "/")
+	}
+	return "http://" + getenvDefault("SWITCHBOARD_ADDR", "127.0.0.1:8080")
+}
+
+func mcpURL(slug string) string { return baseURL() + "/mcp/" + slug }

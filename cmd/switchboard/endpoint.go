@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// listFlag is a comma-separated list flag. Empty lists and empty items ("a,,b", "") are refused
+// at parse time, before the database is touched.
+type listFlag struct {
+	set   bool
+	items []string
+}
+
+func (l *listFlag) String() string { return strings.Join(l.items, ",") }
+
+func (l *listFlag) Set(s string) error {
+	items, err := parseList(s)
+	if err != nil {
+		return err
+	}
+	l.set, l.items = true, items
+	return nil
+}
+
+func parseList(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty list")
+	}
+	items := strings.Split(s, ",")
+	for i, it := range items {
+		items[i] = strings.TrimSpace(it)
+		if items[i] == "" {
+			return nil, errors.New("empty item in list")
+		}
+	}
+	return items, nil
+}
+
+// int32Flag is an integer flag that fits a PostgreSQL int; set tells whether it was given.
+type int32Flag struct {
+	set   bool
+	value int32
+}
+
+func (f *int32Flag) String() string { return strconv.Itoa(int(f.value)) }
+
+func (f *int32Flag) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	f.set, f.value = true, int32(v)
+	return nil
+}
+
+// newCredential mints a bearer credential: sbk_ + base64url (no padding) of 32 random bytes.
+func newCredential() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "sbk_" + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// vendRequest is what endpoint_vend takes, minus the credential.
+type vendRequest struct {
+	human, agent   string
+	queues         []string
+	verbs          []string // nil: every verb
+	webhookMax     int32
+	webhookSources []string
+	webhookQueues  []string
+	leaseTTL       *int32 // nil: the setting lease_default_seconds
+}
+
+// vend mints a credential, hands only its sha256 and display prefix to switchboard.endpoint_vend,
+// and returns the endpoint with mcp_url and the credential (the one time it is ever shown).
+func vend(ctx context.Context, conn *pgx.Conn, r vendRequest) (map[string]any, error) {
+	cred, err := newCredential()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(cred))
+	orEmpty := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	e, err := queryObject(ctx, conn,
+		`SELECT switchboard.endpoint_vend($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		r.human, r.agent, sum[:], cred[:12], r.queues, r.verbs, r.webhookMax,
+		orEmpty(r.webhookSources), orEmpty(r.webhookQueues), r.leaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	e["mcp_url"] = mcpURL(text(e["slug"]))
+	e["credential"] = cred
+	return e, nil
+}
+
+// switchboard endpoint vend … → the endpoint, its MCP URL and its credential.
+func runEndpointVend(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	human := fs.String("human", "", "owning human (must exist)")
+	agent := fs.String("agent", "", "agent name (created under the human when new)")
+	var queues, verbs, sources, whQueues listFlag
+	var whMax, leaseTTL int32Flag
+	fs.Var(&queues, "queues", "granted queues, comma-separated")
+	fs.Var(&verbs, "verbs", "allowed verbs, comma-separated, or all (default all)")
+	fs.Var(&whMax, "webhook-max", "webhook ceiling: most webhooks the agent may create (default 0)")
+	fs.Var(&sources, "webhook-sources", "webhook ceiling: allowed source types, comma-separated")
+	fs.Var(&whQueues, "webhook-queues", "webhook ceiling: allowed target queues, comma-separated")
+	fs.Var(&leaseTTL, "lease-ttl", "default lease TTL in seconds for this endpoint (default: setting lease_default_seconds)")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	for _, req := range [][2]string{{"human", *human}, {"agent", *agent}} {
+		if err := c.require(req[0], req[1]); err != nil {
+			return err
+		}
+	}
+	if !queues.set {
+		return c.require("queues", "")
+	}
+	r := vendRequest{
+		human: *human, agent: *agent, queues: queues.items,
+		webhookMax: whMax.value, webhookSources: sources.items, webhookQueues: whQueues.items,
+	}
+	switch {
+	case !verbs.set, len(verbs.items) == 1 && verbs.items[0] == "all":
+		r.verbs = nil
+	case slices.Contains(verbs.items, "all"):
+		return usagef("--verbs: all cannot be combined with verb names")
+	default:
+		r.verbs = verbs.items
+	}
+	if leaseTTL.set {
+		r.leaseTTL = &leaseTTL.value
+	}
+
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	e, err := vend(ctx, conn, r)
+	if err != nil {
+		return err
+	}
+	return c.emit(e, func(w io.Writer) {
+		fmt.Fprintf(w, "vended endpoint %s for agent %s of human %s\n", text(e["slug"]), text(e["agent"]), text(e["human"]))
+		ceiling, _ := e["ceiling"].(map[string]any)
+		lease := text(e["lease_ttl_seconds"])
+		if e["lease_ttl_seconds"] == nil {
+			lease = "default (setting lease_default_seconds)"
+		}
+		pairs(w,
+			"endpoint_id", text(e["endpoint_id"]),
+			"mcp_url", text(e["mcp_url"]),
+			"credential", text(e["credential"])+"   (shown once: store it now)",
+			"queues", text(e["queues"]),
+			"verbs", text(e["verbs"]),
+			"webhook ceiling", fmt.Sprintf("max %s; sources %s; queues %s",
+				text(ceiling["max"]), text(ceiling["allowed_source_types"]), text(ceiling["allowed_queues"])),
+			"lease ttl", lease)
+	})
+}
+
+// switchboard endpoint list [--human NAME] → array of endpoints (never a credential).
+func runEndpointList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	human := fs.String("human", "", "only the endpoints of this human")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var humanArg *string
+	if *human != "" {
+		humanArg = human
+	}
+	list, err := queryList(ctx, conn, `SELECT switchboard.endpoint_list($1)`, humanArg)
+	if err != nil {
+		return err
+	}
+	for _, e := range list {
+		delete(e, "credential") // endpoint_json never has it; make sure it never appears here
+		delete(e, "credential_hash")
+		e["mcp_url"] = mcpURL(text(e["slug"]))
+	}
+	return c.emit(list, func(w io.Writer) {
+		rows := make([][]string, 0, len(list))
+		for _, e := range list {
+			ceiling, _ := e["ceiling"].(map[string]any)
+			verbs, _ := e["verbs"].([]any)
+			rows = append(rows, []string{
+				text(e["endpoint_id"]), text(e["slug"]), text(e["human"]), text(e["agent"]), text(e["state"]),
+				text(e["queues"]), strconv.Itoa(len(verbs)), text(ceiling["max"]), text(e["credential_prefix"]) + "…",
+			})
+		}
+		table(w, []string{"ENDPOINT_ID", "SLUG", "HUMAN", "AGENT", "STATE", "QUEUES", "VERBS", "WEBHOOK_MAX", "CREDENTIAL"}, rows)
+	})
+}
+
+// switchboard endpoint revoke ID|SLUG → {"endpoint_id", "state": "revoked", "todos_dead_lettered": N}
+func runEndpointRevoke(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args, "ID|SLUG")
+	if err != nil {
+		return err
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	r, err := queryObject(ctx, conn, `SELECT switchboard.endpoint_revoke(switchboard.endpoint_id($1))`, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.emit(r, func(w io.Writer) {
+		fmt.Fprintf(w, "revoked endpoint %s; %s open todo(s) dead-lettered\n", text(r["endpoint_id"]), text(r["todos_dead_lettered"]))
+	})
+}

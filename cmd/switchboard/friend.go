@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+)
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// switchboard friend request --from NAME --to NAME → {"id", "from_human", "to_human", "state": "pending"}
+func runFriendRequest(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	from := fs.String("from", "", "human who will deliver work")
+	to := fs.String("to", "", "human whose endpoints will receive it")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.require("from", *from); err != nil {
+		return err
+	}
+	if err := c.require("to", *to); err != nil {
+		return err
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	f, err := queryObject(ctx, conn, `SELECT switchboard.friend_request($1, $2)`, *from, *to)
+	if err != nil {
+		return err
+	}
+	return c.emit(f, func(w io.Writer) {
+		fmt.Fprintf(w, "friend edge %s: %s -> %s (%s)\n", text(f["id"]), text(f["from_human"]), text(f["to_human"]), text(f["state"]))
+	})
+}
+
+// friendDecide makes `friend approve|deny|revoke ID` → {"id", "state"}. SQL allows
+// pending → approved|denied and approved → revoked; anything else is a conflict (exit 2).
+func friendDecide(state string) func(context.Context, *cli, []string) error {
+	return func(ctx context.Context, c *cli, args []string) error {
+		pos, err := c.parse(c.flags(), args, "ID")
+		if err != nil {
+			return err
+		}
+		if !uuidRE.MatchString(pos[0]) {
+			return usagef("friend edge id must be a UUID, got %q", pos[0])
+		}
+		conn, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		f, err := queryObject(ctx, conn, `SELECT switchboard.friend_decide($1::uuid, $2)`, pos[0], state)
+		if err != nil {
+			return err
+		}
+		return c.emit(f, func(w io.Writer) {
+			fmt.Fprintf(w, "friend edge %s: %s\n", text(f["id"]), text(f["state"]))
+		})
+	}
+}
+
+// switchboard friend list [--human NAME] → array of edges.
+func runFriendList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	human := fs.String("human", "", "only the edges from or to this human")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var humanArg *string
+	if *human != "" {
+		humanArg = human
+	}
+	list, err := queryList(ctx, conn, `SELECT switchboard.friend_list($1)`, humanArg)
+	if err != nil {
+		return err
+	}
+	return c.emit(list, func(w io.Writer) {
+		rows := make([][]string, 0, len(list))
+		for _, f := range list {
+			rows = append(rows, []string{text(f["id"]), text(f["from_human"]), text(f["to_human"]),
+				text(f["state"]), text(f["created_at"]), text(f["decided_at"])})
+		}
+		table(w, []string{"ID", "FROM", "TO", "STATE", "CREATED", "DECIDED"}, rows)
+	})
+}

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// switchboard human add NAME → {"id", "name"}
+func runHumanAdd(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args, "NAME")
+	if err != nil {
+		return err
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	h, err := queryObject(ctx, conn, `SELECT switchboard.human_add($1)`, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.emit(h, func(w io.Writer) {
+		fmt.Fprintf(w, "added human %s (id %s)\n", text(h["name"]), text(h["id"]))
+	})
+}
