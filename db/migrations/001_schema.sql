@@ -8,19 +8,23 @@ COMMENT ON SCHEMA switchboard IS
 -- Tunables read by the functions at call time. Change them with UPDATE or `switchboard settings set`.
 CREATE TABLE switchboard.settings (
     key         text PRIMARY KEY,
-    value       numeric NOT NULL CHECK (value >= 0),
-    description text NOT NULL
+    value       numeric NOT NULL,
+    min_value   numeric NOT NULL,
+    max_value   numeric NOT NULL,
+    integral    boolean NOT NULL,             -- whole numbers only
+    description text NOT NULL,
+    CHECK (value BETWEEN min_value AND max_value AND (NOT integral OR value = trunc(value)))
 );
 COMMENT ON TABLE switchboard.settings IS 'Queue tunables, read by the functions at call time.';
 
-INSERT INTO switchboard.settings (key, value, description) VALUES
-    ('backoff_base_seconds',  30,    'first retry delay after fail; doubles per attempt'),
-    ('backoff_cap_seconds',   900,   'upper bound of the retry delay'),
-    ('max_attempts',          5,     'attempts a new todo gets (taken at create time)'),
-    ('lease_default_seconds', 300,   'lease TTL when neither the call nor the endpoint names one'),
-    ('lease_max_seconds',     86400, 'largest lease TTL a call may ask for'),
-    ('doorbell_enabled',      1,     '1: new and requeued todos signal the doorbell (pg_notify); 0: silent'),
-    ('doorbell_window_ms',    40,    'per-endpoint coalescing window: at most one NOTIFY per endpoint per window');
+INSERT INTO switchboard.settings (key, value, min_value, max_value, integral, description) VALUES
+    ('backoff_base_seconds',  30,    0, 86400, false, 'first retry delay after fail; doubles per attempt'),
+    ('backoff_cap_seconds',   900,   0, 604800, false, 'upper bound of the retry delay'),
+    ('max_attempts',          5,     1, 1000,  true,  'attempts a new todo gets (taken at create time)'),
+    ('lease_default_seconds', 300,   1, 86400, true,  'lease TTL when neither the call nor the endpoint names one'),
+    ('lease_max_seconds',     86400, 1, 86400, true,  'largest lease TTL a call may ask for'),
+    ('doorbell_enabled',      1,     0, 1,     true,  '1: new and requeued todos signal the doorbell (pg_notify); 0: silent'),
+    ('doorbell_window_ms',    40,    0, 10000, true,  'per-endpoint coalescing window: at most one NOTIFY per endpoint per window');
 
 -- The stable error vocabulary shared by SQL and the wire. Functions raise these SQLSTATEs;
 -- the Go server maps them back to the code, so psql and an agent see the same verdict.

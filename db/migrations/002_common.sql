@@ -32,6 +32,15 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 COMMENT ON FUNCTION switchboard.new_token(text) IS 'Prefix plus 244 random bits in hex; used for lease fence tokens.';
 
+-- Trust is switchboard's decision, from the source type alone; no input can change it.
+CREATE FUNCTION switchboard.trust_mode(p_source_type text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_source_type IN ('github', 'gitea', 'stripe', 'slack', 'cairn') THEN 'signed'
+                WHEN p_source_type = 'generic' THEN 'token' END
+$$;
+COMMENT ON FUNCTION switchboard.trust_mode(text) IS
+  'signed for github gitea stripe slack cairn (HMAC-verified), token for generic; NULL for unknown types.';
+
 -- The todo row as agents see it; p_detail adds payload and routing (claim, get).
 CREATE FUNCTION switchboard.todo_json(t switchboard.todos, p_detail boolean DEFAULT false) RETURNS jsonb
 LANGUAGE sql STABLE AS $$

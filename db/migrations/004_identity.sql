@@ -92,6 +92,7 @@ DECLARE
     v_human uuid := switchboard.human_id(p_human);
     v_agent uuid;
     v_verbs text[];
+    v_bad text;
     e switchboard.endpoints;
 BEGIN
     IF p_agent IS NULL OR p_agent !~ '^[^[:space:][:cntrl:]][^[:cntrl:]]{0,127}$' THEN
@@ -102,12 +103,13 @@ BEGIN
        OR EXISTS (SELECT 1 FROM unnest(p_webhook_queues) q WHERE q IS NULL OR q !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$') THEN
         PERFORM switchboard.refuse('invalid_argument', 'queue names must match [A-Za-z0-9][A-Za-z0-9._:-]*');
     END IF;
-    IF EXISTS (SELECT 1 FROM unnest(p_verbs) v WHERE NOT EXISTS (SELECT 1 FROM switchboard.verbs WHERE name = v)) THEN
-        PERFORM switchboard.refuse('invalid_argument', 'unknown verb');
+    SELECT v INTO v_bad FROM unnest(p_verbs) v WHERE NOT EXISTS (SELECT 1 FROM switchboard.verbs WHERE name = v) LIMIT 1;
+    IF FOUND THEN
+        PERFORM switchboard.refuse('invalid_argument', format('unknown verb %L', v_bad));
     END IF;
-    IF EXISTS (SELECT 1 FROM unnest(p_webhook_sources) s
-                WHERE s IS NULL OR s NOT IN ('github', 'gitea', 'stripe', 'slack', 'cairn', 'generic')) THEN
-        PERFORM switchboard.refuse('invalid_argument', 'unknown webhook source type');
+    SELECT s INTO v_bad FROM unnest(p_webhook_sources) s WHERE switchboard.trust_mode(s) IS NULL LIMIT 1;
+    IF FOUND THEN
+        PERFORM switchboard.refuse('invalid_argument', format('unknown webhook source type %L', v_bad));
     END IF;
     IF p_webhook_max IS NULL OR p_webhook_max < 0 THEN
         PERFORM switchboard.refuse('invalid_argument', 'webhook max must be 0 or more');
@@ -281,15 +283,20 @@ COMMENT ON FUNCTION switchboard.settings_json() IS 'All tunables as one JSON obj
 
 CREATE FUNCTION switchboard.settings_set(p_key text, p_value numeric) RETURNS jsonb
 LANGUAGE plpgsql AS $$
+DECLARE
+    s switchboard.settings;
 BEGIN
-    IF p_value IS NULL OR p_value < 0 THEN
-        PERFORM switchboard.refuse('invalid_argument', 'setting value must be a number >= 0');
-    END IF;
-    UPDATE switchboard.settings SET value = p_value WHERE key = p_key;
+    SELECT * INTO s FROM switchboard.settings WHERE key = p_key FOR UPDATE;
     IF NOT FOUND THEN
         PERFORM switchboard.refuse('invalid_argument', 'unknown setting');
+    ELSIF p_value IS NULL OR p_value NOT BETWEEN s.min_value AND s.max_value
+          OR (s.integral AND p_value <> trunc(p_value)) THEN
+        PERFORM switchboard.refuse('invalid_argument',
+            format('%s takes %s from %s to %s', p_key, CASE WHEN s.integral THEN 'a whole number' ELSE 'a number' END,
+                   s.min_value, s.max_value));
     END IF;
+    UPDATE switchboard.settings SET value = p_value WHERE key = p_key;
     RETURN switchboard.settings_json();
 END
 $$;
-COMMENT ON FUNCTION switchboard.settings_set(text, numeric) IS 'Change one tunable; returns all of them.';
+COMMENT ON FUNCTION switchboard.settings_set(text, numeric) IS 'Change one tunable within its range; returns all of them.';

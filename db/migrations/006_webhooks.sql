@@ -1,15 +1,6 @@
 -- Webhooks: agent self-management within the endpoint's ceiling, delivery targets, and ingestion.
 -- Ingest tokens and signing secrets are minted by the caller (crypto/rand) and held here.
 
--- Trust is switchboard's decision, from the source type alone; no input can change it.
-CREATE FUNCTION switchboard.trust_mode(p_source_type text) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN p_source_type IN ('github', 'gitea', 'stripe', 'slack', 'cairn') THEN 'signed'
-                WHEN p_source_type = 'generic' THEN 'token' END
-$$;
-COMMENT ON FUNCTION switchboard.trust_mode(text) IS
-  'signed for github gitea stripe slack cairn (HMAC-verified), token for generic; NULL for unknown types.';
-
 -- A webhook the caller's human owns (its owning endpoint belongs to the caller's human).
 -- Unknown, malformed, deleted and foreign ids are one identical not_found.
 CREATE FUNCTION switchboard.owned_webhook(p_endpoint uuid, p_webhook text) RETURNS switchboard.webhooks

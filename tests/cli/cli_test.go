@@ -374,6 +374,9 @@ func TestSettings(t *testing.T) {
 	refused(t, dsn, "settings", "set", "no_such_setting", "1")
 	refused(t, dsn, "settings", "set", "max_attempts", "many")
 	refused(t, dsn, "settings", "set", "max_attempts")
+	refused(t, dsn, "settings", "set", "max_attempts", "0")
+	refused(t, dsn, "settings", "set", "max_attempts", "2.5")
+	refused(t, dsn, "settings", "set", "doorbell_enabled", "2")
 	refused(t, dsn, "settings", "frob")
 	if after := rowCounts(t, conn); after != before {
 		t.Fatalf("refusals wrote: %s -> %s", before, after)
