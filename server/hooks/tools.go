@@ -1,0 +1,247 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	api "switchboard/server/mcpapi"
+)
+
+// verb adapts a Service method to a tool: decode the validated arguments, run it for the
+// calling endpoint, encode the result.
+func verb[In, Out any](f func(context.Context, string, In) (Out, error)) func(context.Context, *api.Call, json.RawMessage) (json.RawMessage, error) {
+	return api.Typed(func(ctx context.Context, c *api.Call, in In) (json.RawMessage, error) {
+		out, err := f(ctx, c.Endpoint.ID, in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	})
+}
+
+type props = map[string]*jsonschema.Schema
+
+func webhookID() *jsonschema.Schema { return api.String("webhook id") }
+
+func actionSchema() *jsonschema.Schema {
+	return api.Object(props{
+		"queue":     api.String("queue for this delivery (within the webhook's grant)"),
+		"endpoints": api.ArrayOf(api.String("endpoint id"), "narrow the delivery to these of the webhook's current targets (at most 16)"),
+		"drop":      api.Boolean("true: store the event, make no todo"),
+	})
+}
+
+func ruleSchema() *jsonschema.Schema {
+	return api.Object(props{
+		"id":     api.String("1-64 of [A-Za-z0-9_-]; minted when omitted"),
+		"name":   api.String("optional label, at most 128 bytes"),
+		"expr":   api.String("jq over {source, kind, webhook_id, trust_mode, verified, content_type, size, headers, payload}; matches when its first output is neither false nor null"),
+		"action": actionSchema(),
+	}, "expr", "action")
+}
+
+func webhookOut() *jsonschema.Schema {
+	return api.Out(props{
+		"webhook_id":     api.String(""),
+		"ingest_url":     api.String("where the producer POSTs deliveries"),
+		"source_type":    api.String(""),
+		"target_queue":   api.String(""),
+		"trust_mode":     api.Enum("signed: HMAC-verified; token: the URL is the credential", "signed", "token"),
+		"signing_secret": api.String("signed types only, shown only now: configure it in the producer"),
+	}, "webhook_id", "ingest_url", "source_type", "target_queue", "trust_mode")
+}
+
+func ruleSetOut() *jsonschema.Schema {
+	return api.Out(props{
+		"webhook_id":     api.String(""),
+		"target_queue":   api.String(""),
+		"rules":          api.ArrayOf(ruleSchema(), "in evaluation order"),
+		"default_action": actionSchema(),
+		"params":         api.AnyJSON("bound as $params"),
+		"grant": api.Out(props{
+			"queues":    api.ArrayOf(api.String(""), "queues a rule may name"),
+			"endpoints": api.ArrayOf(api.String(""), "endpoints a rule may narrow to (the live targets)"),
+		}),
+	}, "webhook_id", "target_queue", "rules", "params", "grant")
+}
+
+// Tools is the webhook family: self-management, routes, rules and events (contract §4.4, §6).
+func Tools(s *Service) []api.Tool {
+	return []api.Tool{
+		{
+			Name: "create_webhook",
+			Description: "Create an inbound webhook within your ceiling. Returns its ingest URL and, for signed " +
+				"source types, the signing secret - shown only here and by rotate_webhook.",
+			Input: api.Object(props{
+				"source_type":  api.Enum("who sends the deliveries", "github", "gitea", "stripe", "slack", "cairn", "generic"),
+				"target_queue": api.String("queue the deliveries land in (one of your ceiling's queues)"),
+			}, "source_type", "target_queue"),
+			Output:  webhookOut(),
+			Webhook: true,
+			Run:     verb(s.CreateWebhook),
+		},
+		{
+			Name:        "list_webhooks",
+			Description: "Your webhooks (never their secrets) and your ceiling: max, allowed source types and queues, used.",
+			Input:       api.Object(props{}),
+			Output: api.Out(props{
+				"webhooks": api.ArrayOf(webhookOut(), ""),
+				"ceiling":  api.Out(props{"max": api.Integer(""), "used": api.Integer("")}),
+			}, "webhooks", "ceiling"),
+			Run: verb(s.ListWebhooks),
+		},
+		{
+			Name:        "rotate_webhook",
+			Description: "New ingest URL and (signed types) new secret; the old ones stop working at once.",
+			Input:       api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
+			Output:      webhookOut(),
+			Webhook:     true,
+			Run:         verb(s.RotateWebhook),
+		},
+		{
+			Name:        "delete_webhook",
+			Description: "Delete one of your webhooks; its URL answers 404 from now on.",
+			Input:       api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
+			Output:      api.Out(props{"webhook_id": api.String(""), "deleted": api.Boolean("")}, "webhook_id", "deleted"),
+			Webhook:     true,
+			Run:         verb(s.DeleteWebhook),
+		},
+		{
+			Name: "add_webhook_route",
+			Description: "Also deliver a webhook's deliveries to another endpoint (one todo per target): one of your " +
+				"human's, or of a human who approved your deliveries. Idempotent.",
+			Input: api.Object(props{"webhook_id": webhookID(), "target_endpoint_id": api.String("endpoint id")},
+				"webhook_id", "target_endpoint_id"),
+			Output: api.Out(props{"webhook_id": api.String(""), "target_endpoint_id": api.String(""), "routed": api.Boolean("")}),
+			Run:    verb(s.AddRoute),
+		},
+		{
+			Name:        "list_webhook_routes",
+			Description: "The owning endpoint and every route of a webhook.",
+			Input:       api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
+			Output: api.Out(props{
+				"webhook_id":        api.String(""),
+				"owner_endpoint_id": api.String("always a target"),
+				"routes": api.ArrayOf(api.Out(props{"target_endpoint_id": api.String(""), "granted_at": api.String("")}),
+					"in grant order"),
+			}, "webhook_id", "owner_endpoint_id", "routes"),
+			Run: verb(s.ListRoutes),
+		},
+		{
+			Name:        "remove_webhook_route",
+			Description: "Stop delivering a webhook to an endpoint. Idempotent; the owner cannot be removed.",
+			Input: api.Object(props{"webhook_id": webhookID(), "target_endpoint_id": api.String("endpoint id")},
+				"webhook_id", "target_endpoint_id"),
+			Output: api.Out(props{"webhook_id": api.String(""), "target_endpoint_id": api.String(""), "removed": api.Boolean("")}),
+			Run:    verb(s.RemoveRoute),
+		},
+		{
+			Name:        "list_webhook_rules",
+			Description: "A webhook's routing rules, default action, params and grant.",
+			Input:       api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
+			Output:      ruleSetOut(),
+			Run:         verb(s.ListRules),
+		},
+		{
+			Name: "set_webhook_rules",
+			Description: "Replace a webhook's rule list (at most 32; first match wins). The whole list is checked; " +
+				"a refused save keeps the previous list.",
+			Input: api.Object(props{
+				"webhook_id":     webhookID(),
+				"rules":          api.ArrayOf(ruleSchema(), "ordered"),
+				"default_action": actionSchema(),
+				"params":         api.AnyJSON("JSON object (at most 16 KiB) bound as $params; omit to keep the stored one"),
+			}, "webhook_id", "rules"),
+			Output: ruleSetOut(),
+			Run:    verb(s.SetRules),
+		},
+		{
+			Name:        "add_webhook_rule",
+			Description: "Insert one rule at a 0-based position (default: append).",
+			Input: api.Object(props{
+				"webhook_id": webhookID(),
+				"id":         api.String("rule id; minted when omitted"),
+				"name":       api.String("optional label"),
+				"expr":       api.String("jq expression"),
+				"action":     actionSchema(),
+				"position":   api.Integer("0-based; clamped; default append"),
+			}, "webhook_id", "expr", "action"),
+			Output: ruleSetOut(),
+			Run:    verb(s.AddRule),
+		},
+		{
+			Name:        "update_webhook_rule",
+			Description: "Change the name, expression or action of one rule.",
+			Input: api.Object(props{
+				"webhook_id": webhookID(),
+				"rule_id":    api.String("rule id"),
+				"name":       api.String("new label"),
+				"expr":       api.String("new jq expression"),
+				"action":     actionSchema(),
+			}, "webhook_id", "rule_id"),
+			Output: ruleSetOut(),
+			Run:    verb(s.UpdateRule),
+		},
+		{
+			Name:        "move_webhook_rule",
+			Description: "Move one rule to a 0-based position (clamped).",
+			Input: api.Object(props{"webhook_id": webhookID(), "rule_id": api.String("rule id"), "position": api.Integer("0-based")},
+				"webhook_id", "rule_id", "position"),
+			Output: ruleSetOut(),
+			Run:    verb(s.MoveRule),
+		},
+		{
+			Name:        "remove_webhook_rule",
+			Description: "Remove one rule; removing an absent rule succeeds.",
+			Input:       api.Object(props{"webhook_id": webhookID(), "rule_id": api.String("rule id")}, "webhook_id", "rule_id"),
+			Output:      ruleSetOut(),
+			Run:         verb(s.RemoveRule),
+		},
+		{
+			Name: "test_webhook_rules",
+			Description: "Dry run: evaluate a sample payload or a stored event of the webhook against the saved rules " +
+				"or candidate ones. Persists nothing, rings nothing.",
+			Input: api.Object(props{
+				"webhook_id":     webhookID(),
+				"payload":        api.AnyJSON("sample payload (exactly one of payload and event_id)"),
+				"event_id":       api.Integer("a stored event of this webhook"),
+				"headers":        &jsonschema.Schema{Type: "object", AdditionalProperties: api.String("")},
+				"rules":          api.ArrayOf(ruleSchema(), "candidate rules (default: the saved ones)"),
+				"default_action": actionSchema(),
+				"params":         api.AnyJSON("candidate params"),
+			}, "webhook_id"),
+			Output: api.Out(props{
+				"decision": api.Out(props{
+					"drop":        api.Boolean(""),
+					"queue":       api.String(""),
+					"endpoints":   api.ArrayOf(api.String(""), ""),
+					"disposition": api.String(""),
+					"faulted":     api.Boolean(""),
+				}),
+				"trace":    api.AnyJSON("which rule decided, or the default, or the fault"),
+				"envelope": api.AnyJSON("the jq input document"),
+			}, "decision", "trace", "envelope"),
+			Run: verb(s.TestRules),
+		},
+		{
+			Name:        "list_webhook_events",
+			Description: "Deliveries to your human's webhooks, newest first (limit default 50, max 200; before_id pages).",
+			Input: api.Object(props{
+				"webhook_id": webhookID(),
+				"limit":      api.Integer("default 50, max 200"),
+				"before_id":  api.Integer("only events older than this id"),
+			}),
+			Output: api.Out(props{"events": api.ArrayOf(api.Out(props{"id": api.Integer("")}), "newest first")}, "events"),
+			Run:    verb(s.ListEvents),
+		},
+		{
+			Name:        "get_webhook_event",
+			Description: "One delivery with its sanitized headers, payload and routing trace.",
+			Input:       api.Object(props{"id": api.Integer("event id")}, "id"),
+			Output:      api.Out(props{"id": api.Integer(""), "headers": api.AnyJSON(""), "payload": api.AnyJSON(""), "routing": api.AnyJSON("")}),
+			Run:         verb(s.GetEvent),
+		},
+	}
+}
