@@ -1,12 +1,9 @@
-// Package server assembles Switchboard's HTTP server: the MCP agent surface (/mcp/{slug}),
-// health and metrics, the doorbell listener and the reaper, over one PostgreSQL pool. Other
-// routes (the webhook receiver) mount on the same mux with Handle; more MCP tool families
-// register with Tools().Add before Serve.
+// Package server assembles Switchboard's HTTP server: the MCP agent surface (/mcp/{slug}) with
+// the todo and webhook tool families, the webhook receiver (/webhooks/w/{token}), health and
+// metrics, the doorbell listener and the reaper, over one PostgreSQL pool.
 //
 //	srv, err := server.New(cfg, pool, logger)
-//	srv.Tools().Add(mcpapi.WebhookTools()...)          // e.g. another tool family
-//	srv.Handle("POST /webhooks/w/{token}", receiver)   // e.g. the webhook receiver
-//	err = srv.ListenAndServe(ctx)                      // until ctx ends, then graceful shutdown
+//	err = srv.ListenAndServe(ctx) // until ctx ends, then graceful shutdown
 package server
 
 import (
@@ -23,8 +20,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server/doorbell"
+	"switchboard/server/hooks"
+	"switchboard/server/ingest"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
+	"switchboard/server/rules"
 	"switchboard/server/store"
 )
 
@@ -72,6 +72,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		mux:     http.NewServeMux(),
 	}
 	s.tools.Add(mcpapi.TodoTools()...)
+	s.tools.Add(hooks.Tools(hooks.New(pool, s.baseURL))...)
 	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
 	s.bell = doorbell.New(s.store, doorbell.Config{
 		Window:    cfg.DoorbellWindow,
@@ -90,6 +91,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		SessionIdle: cfg.SessionIdle,
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
+	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, log, rules.NewCache(1024), s.metrics.Ingest))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", s.metricsHandler())
