@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +33,9 @@ type demoInfo struct {
 	MCPConfig   map[string]any `json:"mcp_config"`
 	PushCommand string         `json:"push_command"`
 	Curl        string         `json:"curl"`
+	WebhookID   string         `json:"webhook_id"`
+	IngestURL   string         `json:"ingest_url"`
+	WebhookCurl string         `json:"webhook_curl"`
 }
 
 // switchboard demo: ensure the human `demo`, vend a new endpoint for `demo-agent` (queue inbox,
@@ -85,6 +90,18 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 		`-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' `+
 		`-d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'`,
 		info.MCPURL, info.Credential)
+	// A generic (token) webhook, so a delivery can be tried with curl alone.
+	token := make([]byte, 32)
+	if _, err := rand.Read(token); err != nil {
+		return demoInfo{}, err
+	}
+	if err := conn.QueryRow(ctx, `SELECT switchboard.webhook_create($1, 'generic', $2, $3, NULL) ->> 'webhook_id'`,
+		info.EndpointID, demoQueue, hex.EncodeToString(token)).Scan(&info.WebhookID); err != nil {
+		return demoInfo{}, err
+	}
+	info.IngestURL = baseURL() + "/webhooks/w/" + hex.EncodeToString(token)
+	info.WebhookCurl = fmt.Sprintf(`curl -sS -X POST %s -H 'Content-Type: application/json' `+
+		`-H 'X-Delivery-Id: demo-1' -H 'X-Event-Type: hello' -d '{"hello":"webhook"}'`, info.IngestURL)
 	return info, nil
 }
 
@@ -100,4 +117,6 @@ func printDemo(w io.Writer, info demoInfo) {
 	fmt.Fprintf(w, "\nPush a todo into %s with the CLI:\n  %s\n", info.Queue, info.PushCommand)
 	fmt.Fprintf(w, "\nCheck that the endpoint answers (once `switchboard serve` runs):\n  %s\n",
 		strings.TrimSpace(info.Curl))
+	fmt.Fprintf(w, "\nDeliver to the demo webhook %s (generic: the URL is the credential):\n  %s\n",
+		info.WebhookID, info.WebhookCurl)
 }
