@@ -39,10 +39,12 @@ start() {
 	mkdir -p "$PGDIR"
 	if [ "$(id -u)" = 0 ]; then
 		chown "$PGUSER_OS" "$PGDIR"
-		# The server must reach its data directory through every parent folder.
+		# The server must reach its data directory through every parent folder. A checkout
+		# under a private folder (mode 700) cannot give it that: use a folder under /tmp instead.
 		if ! runuser -u "$PGUSER_OS" -- test -w "$PGDIR"; then
-			echo "pgcluster: user $PGUSER_OS cannot reach $PGDIR; set SWITCHBOARD_PGDIR to a reachable folder" >&2
-			exit 1
+			PGDIR=/tmp/switchboard-pg-$(printf '%s' "$here" | sha256sum | cut -c1-12)
+			mkdir -p "$PGDIR" && chown "$PGUSER_OS" "$PGDIR" && chmod 700 "$PGDIR"
+			echo "pgcluster: $PGUSER_OS cannot reach the checkout; the cluster lives in $PGDIR" >&2
 		fi
 	fi
 	if [ ! -f "$PGDIR/data/PG_VERSION" ]; then
@@ -73,7 +75,9 @@ CONF
 url() { echo "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable"; }
 
 stop() {
-	[ -f "$PGDIR/data/PG_VERSION" ] && as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -m fast stop || true
+	for dir in "$PGDIR" /tmp/switchboard-pg-$(printf '%s' "$here" | sha256sum | cut -c1-12); do
+		[ -f "$dir/data/PG_VERSION" ] && as_pg "$PGBIN/pg_ctl" -D "$dir/data" -m fast stop || true
+	done
 }
 
 case "${1:-}" in
