@@ -14,7 +14,7 @@ PGDIR=${SWITCHBOARD_PGDIR:-$here/.pgdata}
 PGUSER_OS=postgres
 
 as_pg() {
-	if [ "$(id -u)" = 0 ]; then runuser -u "$PGUSER_OS" -- "$@"; else "$@"; fi
+	if [ "$(id -u)" = 0 ]; then (cd / && runuser -u "$PGUSER_OS" -- "$@"); else "$@"; fi
 }
 
 install_packages() {
