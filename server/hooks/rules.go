@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"switchboard/server/ingest/provider"
 	"switchboard/server/rules"
@@ -277,7 +278,9 @@ func (s *Service) TestRules(ctx context.Context, endpoint string, in TestRulesIn
 	if !d.Drop && !d.Faulted && d.Queue == "" {
 		d.Queue = set.TargetQueue
 	}
-	if d.Trace.Stage == "default" && d.Trace.Action == nil {
+	// No rule matched and there is no default action: the trace names the effective action, the
+	// webhook's own queue (the evaluator reports an empty action here, not a nil one).
+	if d.Trace.Stage == "default" && (d.Trace.Action == nil || d.Trace.Action.Queue == "" && !d.Trace.Action.Drop) {
 		d.Trace.Action = &rules.Action{Queue: set.TargetQueue}
 	}
 	return TestRulesOut{Decision: d, Trace: d.Trace, Envelope: env}, nil
@@ -285,6 +288,6 @@ func (s *Service) TestRules(ctx context.Context, endpoint string, in TestRulesIn
 
 func (s *Service) eventOf(ctx context.Context, endpoint, webhook string, id int64) (Event, error) {
 	var ev Event
-	err := s.call(ctx, &ev, `SELECT switchboard.event_get($1, $2::text, $3)`, endpoint, id, webhook)
+	err := s.call(ctx, &ev, `SELECT switchboard.event_get($1, $2, $3)`, endpoint, strconv.FormatInt(id, 10), webhook)
 	return ev, err
 }

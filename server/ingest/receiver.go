@@ -202,7 +202,9 @@ func (rc *Receiver) route(ctx context.Context, hook *webhook, v provider.Verdict
 	env := rules.Envelope(hook.Source, v.EventType, hook.ID, hook.TrustMode, v.Verified, contentType,
 		len(body), headers, body)
 	d := prog.Evaluate(ctx, env)
-	if d.Trace.Stage == "default" && d.Trace.Action == nil {
+	// No rule matched and there is no default action: the trace names the effective action, the
+	// webhook's own queue (the evaluator reports an empty action here, not a nil one).
+	if d.Trace.Stage == "default" && (d.Trace.Action == nil || d.Trace.Action.Queue == "" && !d.Trace.Action.Drop) {
 		d.Trace.Action = &rules.Action{Queue: hook.TargetQueue}
 	}
 	return d, d.Trace
