@@ -25,6 +25,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,15 +316,53 @@ func connect(t *testing.T, ep endpoint) *agent {
 
 func connectTo(t *testing.T, in *instance, ep endpoint) *agent {
 	t.Helper()
+	return dial(t, in, ep, true)
+}
+
+// listen opens a session on the shared server with its GET stream open (doorbell rings).
+func listen(t *testing.T, ep endpoint) *agent {
+	t.Helper()
+	return dial(t, shared, ep, false)
+}
+
+func dial(t *testing.T, in *instance, ep endpoint, noStream bool) *agent {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := agentclient.Connect(ctx, in.base+"/mcp/"+ep.Slug, ep.Cred, &agentclient.Options{NoStream: true})
+	c, err := agentclient.Connect(ctx, in.base+"/mcp/"+ep.Slug, ep.Cred, &agentclient.Options{NoStream: noStream})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	if !noStream {
+		select {
+		case <-c.StreamReady():
+		case <-ctx.Done():
+			t.Fatal("GET stream did not open")
+		}
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		if t.Failed() {
+			dumpErrors(t)
+		}
+	})
 	return &agent{t: t, ep: ep, c: c}
 }
+
+// dumpErrors shows the server's error lines (once per test) when a test failed: an internal
+// tool error says no more than "internal" to the agent.
+func dumpErrors(t *testing.T) {
+	if dumped.Swap(true) {
+		return
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"level":"ERROR"`) {
+			t.Log(line)
+		}
+	}
+}
+
+var dumped atomic.Bool
 
 // obj is a decoded JSON object.
 type obj = map[string]any

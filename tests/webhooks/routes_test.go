@@ -3,9 +3,11 @@ package webhooks_test
 // Issue 5 through MCP: route verbs under ownership and friendship, and what a delivery then does.
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 type routeList struct {
@@ -306,5 +308,53 @@ func TestRevokedEdgeKeepsTheRouteButStopsDelivery(t *testing.T) {
 	a.removeRoute(w.WebhookID, bobs.ID)
 	if l := a.routes(w.WebhookID); len(l.Routes) != 0 {
 		t.Fatalf("routes after remove: %+v", l)
+	}
+}
+
+// A fanned-out delivery rings each target's own session for its own todo, once: a redelivery
+// creates nothing and rings nothing.
+func TestFanOutRingsEachTarget(t *testing.T) {
+	alice, bob := human(t), human(t)
+	owner, bobs := hooker(t, alice), hooker(t, bob)
+	befriend(t, alice, bob)
+	a, b := listen(t, owner), listen(t, bobs)
+	w := a.createWebhook("github", "inbox")
+	a.addRoute(w.WebhookID, bobs.ID)
+
+	body := []byte(`{"action":"opened","repository":{"full_name":"acme/app"}}`)
+	header := func() map[string][]string {
+		return map[string][]string{
+			"Content-Type":        {"application/json"},
+			"X-Github-Event":      {"pull_request"},
+			"X-Github-Delivery":   {"ring-1"},
+			"X-Hub-Signature-256": {githubSign(w.SigningSecret, body)},
+		}
+	}
+	d := post(t, w.IngestURL, body, header())
+	if d.Status != 202 || d.Created != 2 {
+		t.Fatalf("delivery: %d %s", d.Status, d.Raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, ag := range []*agent{a, b} {
+		n, err := ag.c.WaitNotification(ctx, d.Todos[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Meta["queue"] != "inbox" || n.Meta["source"] != "github" {
+			t.Fatalf("ring: %+v", n)
+		}
+	}
+	if r := post(t, w.IngestURL, body, header()); r.Status != 202 || r.Created != 0 || jsonString(r.endpoints()) != jsonString(d.endpoints()) {
+		t.Fatalf("redelivery: %s", r.Raw)
+	}
+	// Nothing more arrives for either session (the doorbell window is well under this).
+	time.Sleep(300 * time.Millisecond)
+	for _, ag := range []*agent{a, b} {
+		select {
+		case n := <-ag.c.Notifications():
+			t.Fatalf("unexpected ring after a redelivery: %+v", n)
+		default:
+		}
 	}
 }

@@ -128,8 +128,22 @@ func TestWebhookLifecycle(t *testing.T) {
 	again := a.createWebhook("github", "inbox")
 	mustDeliver(t, again, `{"zen":"again"}`)
 
+	// A token webhook rotates its URL and still has no secret.
+	var genRot webhook
+	a.into("rotate_webhook", obj{"webhook_id": gen.WebhookID}, &genRot)
+	if genRot.IngestURL == gen.IngestURL || genRot.SigningSecret != "" || genRot.TrustMode != "token" {
+		t.Fatalf("rotate generic: %+v", genRot)
+	}
+	ping := http.Header{"Content-Type": {"application/json"}, "X-Delivery-Id": {"g-1"}}
+	if r := post(t, gen.IngestURL, []byte(`{}`), ping); r.Status != http.StatusNotFound {
+		t.Fatalf("old generic URL: %d", r.Status)
+	}
+	if r := post(t, genRot.IngestURL, []byte(`{}`), ping); r.Status != http.StatusAccepted || r.Verified || r.TrustMode != "token" {
+		t.Fatalf("new generic URL: %d %s", r.Status, r.Raw)
+	}
+
 	// Neither a secret nor an ingest token ever reaches a log line.
-	for _, w := range []webhook{gh, rot, gen, again} {
+	for _, w := range []webhook{gh, rot, gen, genRot, again} {
 		tok := w.IngestURL[strings.LastIndex(w.IngestURL, "/")+1:]
 		mustContainNone(t, "server log", logs.String(), w.SigningSecret, tok)
 	}
