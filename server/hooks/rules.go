@@ -234,11 +234,16 @@ func (s *Service) TestRules(ctx context.Context, endpoint string, in TestRulesIn
 			return TestRulesOut{}, store.Classify(err)
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		candidate := in.Rules
+		// Omitted rules mean the saved list, and with it the saved default action (unless one is
+		// given); candidate rules stand alone, as set_webhook_rules would save them.
+		candidate, def := in.Rules, in.DefaultAction
 		if candidate == nil {
 			candidate = set.Rules
+			if def == nil {
+				def = set.DefaultAction
+			}
 		}
-		if set, err = s.save(ctx, tx, endpoint, in.WebhookID, candidate, in.DefaultAction, in.Params, nil); err != nil {
+		if set, err = s.save(ctx, tx, endpoint, in.WebhookID, candidate, def, in.Params, nil); err != nil {
 			return TestRulesOut{}, err
 		}
 	}

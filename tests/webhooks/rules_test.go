@@ -674,3 +674,35 @@ func TestRuleVerbsNotFoundIsIdentical(t *testing.T) {
 		t.Fatalf("another human changed bob's rules: %s", after)
 	}
 }
+
+// Candidate params alone are tried against the saved list, saved default action included.
+func TestDryRunCandidateParamsUseTheSavedList(t *testing.T) {
+	a := connect(t, hooker(t, human(t)))
+	w := a.createWebhook("github", "inbox")
+	a.setRules(w.WebhookID, []rule{{ID: "hot", Expr: `.payload.level == $params.hot`, Action: action{Drop: true}}},
+		obj{"default_action": action{Queue: "urgent"}, "params": obj{"hot": 1}})
+	before := a.rulesRaw(w.WebhookID)
+	dry := func(args obj) dryRun {
+		t.Helper()
+		args["webhook_id"] = w.WebhookID
+		var out dryRun
+		a.into("test_webhook_rules", args, &out)
+		return out
+	}
+	if r := dry(obj{"payload": obj{"level": 2}}); r.Decision.Queue != "urgent" || r.Trace["stage"] != "default" {
+		t.Fatalf("saved list, no match: %+v", r)
+	}
+	if r := dry(obj{"payload": obj{"level": 2}, "params": obj{"hot": 2}}); !r.Decision.Drop || r.Trace["rule_id"] != "hot" {
+		t.Fatalf("candidate params, match: %+v", r)
+	}
+	if r := dry(obj{"payload": obj{"level": 1}, "params": obj{"hot": 2}}); r.Decision.Queue != "urgent" ||
+		jsonString(r.Trace["action"]) != `{"queue":"urgent"}` {
+		t.Fatalf("candidate params, no match: the saved default action applies: %+v", r)
+	}
+	if r := dry(obj{"payload": obj{"level": 3}, "default_action": action{Queue: "inbox"}}); r.Decision.Queue != "inbox" || r.Decision.Drop {
+		t.Fatalf("candidate default action: %+v", r)
+	}
+	if after := a.rulesRaw(w.WebhookID); after != before {
+		t.Fatalf("dry runs changed the list: %s", after)
+	}
+}
