@@ -138,6 +138,11 @@ func TestRouteToAnotherHumanNeedsAnApprovedEdge(t *testing.T) {
 	}
 	b.fail("not_found", "list_webhook_routes", obj{"webhook_id": w.WebhookID})
 	b.fail("not_found", "remove_webhook_route", add)
+	// Nor read its events: a route target gets todos, not the owner's event history.
+	if evs := b.events(obj{}); len(evs) != 0 {
+		t.Fatalf("bob sees alice's events: %+v", evs)
+	}
+	b.fail("not_found", "get_webhook_event", obj{"id": eventOf(t, d)})
 }
 
 // Unknown, malformed, deleted and other-human webhook ids give one identical not_found on
