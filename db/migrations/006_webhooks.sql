@@ -267,6 +267,14 @@ BEGIN
         SELECT array_agg(t.endpoint_id ORDER BY t.ord) INTO v_targets
           FROM switchboard.webhook_targets(p_webhook) t
          WHERE p_endpoints IS NULL OR t.endpoint_id = ANY (p_endpoints);
+        -- A rule narrowed the delivery to endpoints that are no longer targets (route removed,
+        -- friendship revoked): the rule decided, so the event is kept as dropped, with the reason,
+        -- rather than refused forever.
+        IF v_targets IS NULL AND p_endpoints IS NOT NULL
+           AND EXISTS (SELECT 1 FROM switchboard.webhook_targets(p_webhook)) THEN
+            p_disposition := 'dropped';
+            p_routing := coalesce(p_routing, '{}') || '{"cause": "no live target among the rule''s endpoints"}';
+        END IF;
     END IF;
 
     -- A concurrent identical delivery waits on the unique key, then finds the winner's event.

@@ -99,3 +99,23 @@ func TestFaultingRulesFailClosed(t *testing.T) {
 		t.Fatalf("after faults: %v", r.body)
 	}
 }
+
+// A rule that narrows to an endpoint which is no longer a target keeps the event as dropped,
+// with the reason, instead of refusing the producer forever.
+func TestStaleNarrowingDrops(t *testing.T) {
+	alice := human(t)
+	own, second := vend(t, alice), vend(t, alice)
+	h := newHook(t, own, "generic")
+	route(t, own, h.id, second)
+	saveRules(t, own, h.id, fmt.Sprintf(`[{"id": "to-second", "expr": "true", "action": {"queue": "inbox", "endpoints": [%q]}}]`, second))
+	mustExec(t, `SELECT switchboard.route_remove($1, $2, $3)`, own, h.id, second)
+
+	r := post(t, h.token, []byte(`{}`), delivery("generic", "", nil, time.Now(), "stale"))
+	if r.status != 202 || r.body["dropped"] != true || r.body["created"] != 0.0 {
+		t.Fatalf("stale narrowing: %d %v", r.status, r.body)
+	}
+	disp, trace := eventRow(t, h, "stale")
+	if disp != "dropped" || trace["rule_id"] != "to-second" || trace["cause"] == nil {
+		t.Fatalf("stored: %s %v", disp, trace)
+	}
+}
