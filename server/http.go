@@ -90,9 +90,13 @@ func routeFamily(r *http.Request) string {
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		family := routeFamily(r)
+		if !(family == "mcp" && r.Method == http.MethodGet) {
+			s.inflight.Add(1)
+			defer s.inflight.Add(-1)
+		}
 		sw := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		family := routeFamily(r)
 		status := sw.status
 		if status == 0 {
 			status = http.StatusOK

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,6 +43,7 @@ type Server struct {
 	handler http.Handler
 
 	serveOnce sync.Once
+	inflight  atomic.Int64 // requests being served, MCP GET streams excepted
 }
 
 // New builds a server over an open pool. Nothing runs until Serve or ListenAndServe.
@@ -169,15 +171,24 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	shut := make(chan error, 1)
-	go func() { shut <- hs.Shutdown(sctx) }() // stop accepting; wait for requests to end
-	// In-flight calls finish; GET streams never do by themselves, they end with their sessions.
-	for s.mcp.InFlight() > 0 && sctx.Err() == nil {
+	go func() { shut <- hs.Shutdown(sctx) }() // stop accepting; close idle connections
+	// In-flight requests finish. MCP GET streams never do by themselves: they end with their
+	// sessions, closed below.
+	for s.inflight.Load() > 0 && sctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 	reap.stop()
 	s.bell.Close()
 	s.mcp.Close()
-	shutErr := <-shut
+	// Left now: connections with no request (Shutdown waits up to 5 s for ones that never sent
+	// any) and streams ending. Give them a moment, then close what remains.
+	var shutErr error
+	select {
+	case shutErr = <-shut:
+	case <-time.After(500 * time.Millisecond):
+		_ = hs.Close()
+		shutErr = <-shut
+	}
 	if serveErr == nil {
 		serveErr = <-served
 	}

@@ -165,15 +165,22 @@ func (b *Bell) ring(endpointID string, trailing bool) {
 	if ep == nil || b.closed {
 		return
 	}
-	if trailing && ep.trailing == nil {
-		ep.trailing = time.AfterFunc(b.window+10*time.Millisecond, func() {
+	if trailing {
+		// Re-check one window after the latest signal: ring() stays silent for that long, so
+		// todos created meanwhile are only found by this read.
+		if ep.trailing != nil {
+			ep.trailing.Stop()
+		}
+		var t *time.Timer
+		t = time.AfterFunc(b.window+10*time.Millisecond, func() {
 			b.mu.Lock()
-			if ep.trailing != nil {
+			if ep.trailing == t {
 				ep.trailing = nil
 			}
 			b.mu.Unlock()
 			b.ring(endpointID, false)
 		})
+		ep.trailing = t
 	}
 	if ep.running {
 		ep.dirty = true
@@ -183,7 +190,8 @@ func (b *Bell) ring(endpointID string, trailing bool) {
 	b.goTracked(func() { b.reader(ep) })
 }
 
-// ringAll re-reads every endpoint with sessions (after the listener (re)connects).
+// ringAll re-reads every endpoint with sessions, now and after the window (after the listener
+// (re)connects: a signal sent while it was away may have silenced later ones).
 func (b *Bell) ringAll() {
 	b.mu.Lock()
 	ids := make([]string, 0, len(b.eps))
@@ -192,7 +200,7 @@ func (b *Bell) ringAll() {
 	}
 	b.mu.Unlock()
 	for _, id := range ids {
-		b.ring(id, false)
+		b.ring(id, true)
 	}
 }
 
@@ -267,6 +275,10 @@ func (b *Bell) offerLocked(ep *endpoint, to *Session, r store.Ready) {
 	if s == nil || s.closed {
 		return
 	}
+	if len(s.buf) == cap(s.buf) {
+		b.m.DoorbellDropped.WithLabelValues("buffer_full").Inc()
+		return
+	}
 	select {
 	case s.buf <- Message(r):
 	default:
@@ -291,7 +303,8 @@ func pick(ep *endpoint) *Session {
 	return s
 }
 
-// attached rings a session whose GET stream just opened for the endpoint's oldest pending todos.
+// attached rings a session whose GET stream just opened for the endpoint's oldest pending
+// todos, except those just rung to a session.
 func (b *Bell) attached(s *Session) {
 	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
 	rows, err := b.st.OldestPending(ctx, s.endpoint, attachRing)
@@ -309,6 +322,9 @@ func (b *Bell) attached(s *Session) {
 		return
 	}
 	for _, r := range rows {
+		if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
+			continue // just rung to a session (maybe this one): no double ring
+		}
 		if !r.ReadyAt.Before(ep.since) {
 			ep.seen[r.ID] = r.ReadyAt
 		}

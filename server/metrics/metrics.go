@@ -77,6 +77,16 @@ func New() *Metrics {
 			Name: "switchboard_reaper_runs_total", Help: "Reaper runs by result.",
 		}, []string{"result"}),
 	}
+	// Label values known in advance start at zero, so the series exist before the first event.
+	for _, r := range []string{"buffer_full", "write"} {
+		m.DoorbellDropped.WithLabelValues(r)
+	}
+	for _, k := range []string{"requeued", "dead_lettered", "retries_released"} {
+		m.Reaped.WithLabelValues(k)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.ReaperRuns.WithLabelValues(r)
+	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

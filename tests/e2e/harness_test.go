@@ -5,8 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,8 +85,16 @@ func (e *env) startServer(tweak ...func(*server.Config)) *instance {
 		}
 		stopped = true
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(3 * time.Second):
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			t.Errorf("shutdown is slow; goroutines:\n%s", buf[:n])
+			<-done
 		}
 		pool.Close()
 	}
@@ -166,6 +178,13 @@ func (in *instance) connect(t *testing.T, ep endpoint, o *agentclient.Options) *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	if o == nil || !o.NoStream {
+		select {
+		case <-c.StreamReady():
+		case <-ctx.Done():
+			t.Fatal("GET stream did not open")
+		}
+	}
 	return c
 }
 
@@ -212,4 +231,28 @@ func rawRequest(t *testing.T, method, url, cred string, body []byte, hdr map[str
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+type serverConfig = server.Config
+
+var agentclientOptionsNoStream = agentclient.Options{NoStream: true}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// metricValue reads one sample from /metrics (0 when absent).
+func metricValue(t *testing.T, base, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+	}
+	return 0
 }

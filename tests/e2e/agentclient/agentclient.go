@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,9 @@ type Client struct {
 	Session *mcp.ClientSession
 	notes   chan Notification
 	dropped atomic.Int64
+	gate    *gate
+	ready   chan struct{} // closed when the GET stream is open
+	once    sync.Once
 }
 
 // Connect opens a session at the endpoint's MCP URL with the bearer credential.
@@ -75,8 +79,10 @@ func Connect(ctx context.Context, url, credential string, o *Options) (*Client, 
 	if n <= 0 {
 		n = 256
 	}
-	c := &Client{notes: make(chan Notification, n)}
-	hc := &http.Client{Transport: &roundTripper{base: base, credential: credential, onEvent: c.event}}
+	c := &Client{notes: make(chan Notification, n), gate: newGate(), ready: make(chan struct{})}
+	rt := &roundTripper{base: base, credential: credential, onEvent: c.event, gate: c.gate,
+		onStream: func() { c.once.Do(func() { close(c.ready) }) }}
+	hc := &http.Client{Transport: rt}
 	name := o.Name
 	if name == "" {
 		name = "agentclient"
@@ -91,6 +97,10 @@ func Connect(ctx context.Context, url, credential string, o *Options) (*Client, 
 	c.Session = cs
 	return c, nil
 }
+
+// StreamReady is closed once the server has accepted the GET stream: from then on the
+// session receives doorbell notifications.
+func (c *Client) StreamReady() <-chan struct{} { return c.ready }
 
 // Close ends the session (DELETE).
 func (c *Client) Close() error { return c.Session.Close() }
@@ -178,12 +188,53 @@ func (c *Client) event(data []byte) {
 	}
 }
 
+// PauseStream stops reading the GET stream (a stuck client: the server's writes back up);
+// ResumeStream reads on.
+func (c *Client) PauseStream()  { c.gate.set(true) }
+func (c *Client) ResumeStream() { c.gate.set(false) }
+
+// gate blocks readers while closed.
+type gate struct {
+	mu   sync.Mutex
+	open chan struct{} // closed while reading is allowed
+}
+
+func newGate() *gate {
+	g := &gate{open: make(chan struct{})}
+	close(g.open)
+	return g
+}
+
+func (g *gate) set(paused bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		if paused {
+			g.open = make(chan struct{})
+		}
+	default:
+		if !paused {
+			close(g.open)
+		}
+	}
+}
+
+func (g *gate) wait() {
+	g.mu.Lock()
+	ch := g.open
+	g.mu.Unlock()
+	<-ch
+}
+
 // roundTripper adds the bearer credential and tees server-sent events to onEvent. It works
 // below the SDK, which drops notification methods it does not know.
 type roundTripper struct {
 	base       http.RoundTripper
 	credential string
 	onEvent    func([]byte)
+	gate       *gate
+	onStream   func() // a GET stream was accepted
 }
 
 func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -196,7 +247,12 @@ func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		resp.Body = &sseTee{ReadCloser: resp.Body, onEvent: t.onEvent}
+		tee := &sseTee{ReadCloser: resp.Body, onEvent: t.onEvent}
+		if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
+			tee.gate = t.gate
+			t.onStream()
+		}
+		resp.Body = tee
 	}
 	return resp, nil
 }
@@ -205,11 +261,15 @@ func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 type sseTee struct {
 	io.ReadCloser
 	onEvent func([]byte)
+	gate    *gate // GET stream only
 	line    []byte
 	data    []byte
 }
 
 func (s *sseTee) Read(p []byte) (int, error) {
+	if s.gate != nil {
+		s.gate.wait()
+	}
 	n, err := s.ReadCloser.Read(p)
 	for _, b := range p[:n] {
 		if b != '\n' {

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+var mcpHeaders = map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+func wantUnauthenticated(t *testing.T, resp *http.Response) {
+	t.Helper()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", resp.StatusCode)
+	}
+	if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer realm="switchboard"` {
+		t.Fatalf("WWW-Authenticate %q", got)
+	}
+	var body struct {
+		Error struct{ Code, Message string }
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &body); err != nil || body.Error.Code != "unauthenticated" || body.Error.Message == "" {
+		t.Fatalf("body %s", raw)
+	}
+}
+
+func TestAuthMissingUnknownRevoked(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	url := e.url(ep)
+
+	// Missing credential: 401, and nothing was read or changed (no session).
+	wantUnauthenticated(t, rawRequest(t, "POST", url, "", []byte(initBody), mcpHeaders))
+	// A cookie is never a credential.
+	hdr := map[string]string{"Cookie": "Authorization=Bearer " + ep.Cred + "; token=" + ep.Cred}
+	for k, v := range mcpHeaders {
+		hdr[k] = v
+	}
+	wantUnauthenticated(t, rawRequest(t, "POST", url, "", []byte(initBody), hdr))
+	// Not a bearer scheme.
+	wantUnauthenticated(t, rawRequest(t, "POST", url, "", []byte(initBody), map[string]string{
+		"Authorization": "Basic " + ep.Cred, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}))
+	// Unknown credential.
+	wantUnauthenticated(t, rawRequest(t, "POST", url, "sbk_unknown", []byte(initBody), mcpHeaders))
+	if n := e.srv.MCP().SessionCount(ep.ID); n != 0 {
+		t.Fatalf("%d sessions after refused requests", n)
+	}
+
+	// The valid credential works; after revocation it is refused at once.
+	resp := rawRequest(t, "POST", url, ep.Cred, []byte(initBody), mcpHeaders)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+	e.exec(`SELECT switchboard.endpoint_revoke($1)`, ep.ID)
+	wantUnauthenticated(t, rawRequest(t, "POST", url, ep.Cred, []byte(initBody), mcpHeaders))
+	wantUnauthenticated(t, rawRequest(t, "GET", url, ep.Cred, nil, map[string]string{"Accept": "text/event-stream"}))
+}
+
+func TestAuthOtherEndpointPathAndSession(t *testing.T) {
+	e := newEnv(t)
+	a := e.vend("ann", []string{"inbox"}, nil)
+	b := e.vend("bob", []string{"inbox"}, nil)
+
+	// A valid credential on another endpoint's path: 403.
+	resp := rawRequest(t, "POST", e.url(b), a.Cred, []byte(initBody), mcpHeaders)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("other path: %d", resp.StatusCode)
+	}
+
+	// A session belongs to the endpoint that created it: B cannot use A's session id.
+	ca := e.connect(t, a, nil)
+	sid := ca.Session.ID()
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
+	for k, v := range mcpHeaders {
+		hdr[k] = v
+	}
+	if resp := rawRequest(t, "POST", e.url(b), b.Cred, []byte(list), hdr); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("other endpoint's session: %d", resp.StatusCode)
+	}
+	if resp := rawRequest(t, "POST", e.url(a), a.Cred, []byte(list), hdr); resp.StatusCode != http.StatusOK {
+		t.Fatalf("own session: %d", resp.StatusCode)
+	}
+}
+
+func TestRevocationClosesLiveSessions(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c1 := e.connect(t, ep, nil)
+	c2 := e.connect(t, ep, nil)
+	if n := e.srv.MCP().SessionCount(ep.ID); n != 2 {
+		t.Fatalf("%d sessions", n)
+	}
+	e.exec(`SELECT switchboard.endpoint_revoke($1)`, ep.ID)
+	eventually(t, 5*time.Second, "sessions closed", func() bool { return e.srv.MCP().SessionCount(ep.ID) == 0 })
+	for _, c := range []interface{ Wait() error }{c1.Session, c2.Session} {
+		done := make(chan struct{})
+		go func() { _ = c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("client session still open after revocation")
+		}
+	}
+	if _, err := c1.Call(ctxT(t), "list_todos", nil); err == nil || !strings.Contains(strings.ToLower(err.Error()), "clos") {
+		t.Fatalf("call after revocation: %v", err)
+	}
+}
