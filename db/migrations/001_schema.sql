@@ -205,8 +205,11 @@ CREATE TABLE switchboard.todos (
 COMMENT ON TABLE switchboard.todos IS
   'The durable queue. State machine: pending -> claimed -> done | failed (parked retry or dead letter).';
 
--- Claim path: only pending rows, in claim order. Keeps scans off the terminal backlog.
-CREATE INDEX todos_claimable ON switchboard.todos (endpoint_id, queue, created_at, id) WHERE state = 'pending';
+-- Claim path: only pending rows, in claim order, so scans never touch the terminal backlog.
+-- Entries exist only while a todo is pending: claims and completions do not maintain them.
+-- One index serves claims across all granted queues, the other claims from a single queue.
+CREATE INDEX todos_claimable ON switchboard.todos (endpoint_id, created_at, id) WHERE state = 'pending';
+CREATE INDEX todos_claimable_queue ON switchboard.todos (endpoint_id, queue, created_at, id) WHERE state = 'pending';
 -- Takeover and reaper paths: both partial indexes hold only in-flight rows, keyed by deadline.
 CREATE INDEX todos_leases ON switchboard.todos (lease_expires_at) WHERE state = 'claimed';
 CREATE INDEX todos_retries ON switchboard.todos (next_retry_at) WHERE next_retry_at IS NOT NULL;

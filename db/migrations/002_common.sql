@@ -1,8 +1,12 @@
 -- Shared helpers: settings, refusals, JSON shapes, the doorbell signal.
 
+-- PL/pgSQL rather than SQL: a non-inlinable SQL function is planned again on every call,
+-- a PL/pgSQL one keeps its plan.
 CREATE FUNCTION switchboard.setting(p_key text) RETURNS numeric
-LANGUAGE sql STABLE AS $$
-    SELECT value FROM switchboard.settings WHERE key = p_key
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT value FROM switchboard.settings WHERE key = p_key);
+END
 $$;
 COMMENT ON FUNCTION switchboard.setting(text) IS 'Current value of a tunable from switchboard.settings.';
 
@@ -19,8 +23,9 @@ $$;
 COMMENT ON FUNCTION switchboard.refuse(text, text) IS
   'Raises the SQLSTATE of a wire error code (switchboard.error_codes) with a fixed, secret-free message.';
 
+-- STABLE, as to_char is: an IMMUTABLE wrapper around a STABLE call would never be inlined.
 CREATE FUNCTION switchboard.rfc3339(p_ts timestamptz) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 $$;
 COMMENT ON FUNCTION switchboard.rfc3339(timestamptz) IS 'RFC 3339 UTC text of a timestamp, whatever the session TimeZone.';

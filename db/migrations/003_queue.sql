@@ -23,7 +23,7 @@ COMMENT ON FUNCTION switchboard.refuse_todo(uuid, uuid, text[]) IS
 -- True when the caller holds the todo: claimed, in a granted queue, owned by the caller's agent, and
 -- the fence matches (a fenced claim needs its token; an unfenced one takes none). Inlined by the planner.
 CREATE FUNCTION switchboard.holds(t switchboard.todos, p_queues text[], p_owner text, p_token text) RETURNS boolean
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql STABLE AS $$
     SELECT t.state = 'claimed'
        AND t.queue = ANY (p_queues)
        AND t.owner = p_owner
@@ -252,6 +252,37 @@ $$;
 COMMENT ON FUNCTION switchboard.claim(uuid, uuid, int, boolean) IS
   'Claim one todo by id: pending, expired lease, or due retry, with attempts left. Lease from now; optional fence token returned once.';
 
+-- Lock the oldest pending todo (created_at, id) of an endpoint in the given queues, skipping rows
+-- other claimers hold. Two spellings of one query, so each walks its index in claim order: an
+-- index cannot return (created_at, id) order under `queue = ANY(...)` on its second column.
+CREATE FUNCTION switchboard.lock_next_pending(p_endpoint uuid, p_queues text[]) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    IF cardinality(p_queues) = 1 THEN
+        SELECT id INTO v_id
+          FROM switchboard.todos
+         WHERE endpoint_id = p_endpoint AND queue = p_queues[1] AND state = 'pending'
+           AND attempt < max_attempts
+         ORDER BY created_at, id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    ELSE
+        SELECT id INTO v_id
+          FROM switchboard.todos
+         WHERE endpoint_id = p_endpoint AND queue = ANY (p_queues) AND state = 'pending'
+           AND attempt < max_attempts
+         ORDER BY created_at, id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    END IF;
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION switchboard.lock_next_pending(uuid, text[]) IS
+  'Row-lock and return the oldest pending todo with attempts left of an endpoint in the given queues (FOR UPDATE SKIP LOCKED); NULL when none.';
+
 CREATE FUNCTION switchboard.claim_next(
     p_endpoint uuid, p_queue text DEFAULT NULL, p_lease_ttl_seconds int DEFAULT NULL,
     p_require_fence boolean DEFAULT false)
@@ -261,6 +292,7 @@ DECLARE
     s record;
     t switchboard.todos;
     v_queues text[];
+    v_id uuid;
     v_token text;
 BEGIN
     s := switchboard.caller(p_endpoint);
@@ -273,10 +305,20 @@ BEGIN
     END IF;
 
     -- Take over this endpoint's expired leases and due retries first, so that no work waits for
-    -- the reaper and they compete with pending work in created_at order.
-    PERFORM switchboard.requeue_expired(p_endpoint);
-    PERFORM switchboard.release_retries(p_endpoint);
+    -- the reaper and they compete with pending work in created_at order. The takeovers write, so
+    -- they run only when a cheap probe of the in-flight indexes finds something to take over.
+    IF EXISTS (SELECT 1 FROM switchboard.todos
+                WHERE state = 'claimed' AND lease_expires_at < now() AND endpoint_id = p_endpoint) THEN
+        PERFORM switchboard.requeue_expired(p_endpoint);
+    END IF;
+    IF EXISTS (SELECT 1 FROM switchboard.todos WHERE next_retry_at <= now() AND endpoint_id = p_endpoint) THEN
+        PERFORM switchboard.release_retries(p_endpoint);
+    END IF;
 
+    v_id := switchboard.lock_next_pending(p_endpoint, v_queues);
+    IF v_id IS NULL THEN
+        RETURN '{"empty": true}'::jsonb;
+    END IF;
     IF p_require_fence THEN
         v_token := switchboard.new_token('sbl_');
     END IF;
@@ -287,17 +329,8 @@ BEGIN
            lease_token_hash = sha256(convert_to(v_token, 'UTF8')),
            attempt          = u.attempt + 1,
            updated_at       = now()
-     WHERE u.id = (SELECT c.id
-                     FROM switchboard.todos c
-                    WHERE c.endpoint_id = p_endpoint AND c.queue = ANY (v_queues) AND c.state = 'pending'
-                      AND c.attempt < c.max_attempts
-                    ORDER BY c.created_at, c.id
-                    LIMIT 1
-                      FOR UPDATE SKIP LOCKED)
+     WHERE u.id = v_id
     RETURNING u.* INTO t;
-    IF NOT FOUND THEN
-        RETURN '{"empty": true}'::jsonb;
-    END IF;
     RETURN jsonb_strip_nulls(jsonb_build_object('empty', false, 'lease_token', v_token))
         || jsonb_build_object('todo', switchboard.todo_json(t, true));
 END
