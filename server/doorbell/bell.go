@@ -21,13 +21,14 @@ import (
 )
 
 const (
-	bufferSize   = 16               // per-session notifications waiting to be written
-	readLimit    = 64               // rows per ready_todos read
-	maxPages     = 8                // ready_todos reads per ring, at most
-	cursorSlack  = time.Second      // ready_at is a transaction's start time: re-read this far back
-	writeTimeout = 5 * time.Second  // one notification write
-	readTimeout  = 10 * time.Second // one doorbell SQL read
-	attachRing   = 3                // oldest pending todos rung on attach
+	bufferSize   = 16                     // per-session notifications waiting to be written
+	readLimit    = 64                     // rows per ready_todos read
+	maxPages     = 8                      // ready_todos reads per ring, at most
+	cursorSlack  = time.Second            // ready_at is a transaction's start time: re-read this far back
+	writeTimeout = 5 * time.Second        // one notification write
+	readTimeout  = 10 * time.Second       // one doorbell SQL read
+	attachRing   = 3                      // oldest pending todos rung on attach
+	cursorStart  = 100 * time.Millisecond // a new endpoint's cursor: this long before attach
 )
 
 // Sender writes one notification to a session's client.
@@ -68,7 +69,7 @@ type endpoint struct {
 	id       string
 	sessions []*Session
 	rr       int
-	since    time.Time            // read cursor (zero: the last 10 s by the database clock)
+	since    time.Time            // read cursor (zero: the last second by the database clock)
 	seen     map[string]time.Time // todo id → ready_at already rung; pruned below since
 	running  bool                 // a reader goroutine is active
 	dirty    bool                 // ring arrived while reading: read again
@@ -148,10 +149,30 @@ func (b *Bell) Attach(endpointID, sessionID string, send Sender) *Session {
 	if ep == nil {
 		ep = &endpoint{id: endpointID, seen: map[string]time.Time{}}
 		b.eps[endpointID] = ep
+		b.goTracked(func() { b.startCursor(ep) })
 	}
 	ep.sessions = append(ep.sessions, s)
 	b.goTracked(s.drain)
 	return s
+}
+
+// startCursor starts a new endpoint's read cursor at the database's now: the NOTIFY path rings
+// what becomes ready from here on; the backlog is the attach ring's (oldest pending).
+func (b *Bell) startCursor(ep *endpoint) {
+	if b.st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
+	now, err := b.st.Now(ctx)
+	cancel()
+	if err != nil {
+		return // the zero cursor's one-second look back will do
+	}
+	b.mu.Lock()
+	if ep.since.IsZero() {
+		ep.since = now.Add(-cursorStart)
+	}
+	b.mu.Unlock()
 }
 
 // Ring makes the bell look for newly ready todos of an endpoint (as a doorbell NOTIFY does),

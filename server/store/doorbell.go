@@ -40,7 +40,7 @@ func (s *Store) readyRows(ctx context.Context, sql string, args ...any) ([]Ready
 }
 
 // ReadyTodos: switchboard.ready_todos — pending todos of the endpoint (granted queues) that
-// became ready at or after since, oldest first. A zero since means "the last 10 seconds" by the
+// became ready at or after since, oldest first. A zero since means "the last second" by the
 // database clock.
 func (s *Store) ReadyTodos(ctx context.Context, endpoint string, since time.Time, limit int) ([]Ready, error) {
 	var sinceArg *time.Time
@@ -49,8 +49,17 @@ func (s *Store) ReadyTodos(ctx context.Context, endpoint string, since time.Time
 	}
 	return s.readyRows(ctx,
 		`SELECT id, queue, title, source, kind, ready_at
-		   FROM switchboard.ready_todos($1, coalesce($2::timestamptz, now() - interval '10 seconds'), $3)`,
+		   FROM switchboard.ready_todos($1, coalesce($2::timestamptz, now() - interval '1 second'), $3)`,
 		endpoint, sinceArg, limit)
+}
+
+// Now is the database clock (doorbell cursors compare with ready_at, which it sets).
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&t); err != nil {
+		return time.Time{}, Classify(err)
+	}
+	return t, nil
 }
 
 // OldestPending: switchboard.oldest_pending — the endpoint's oldest pending todos.

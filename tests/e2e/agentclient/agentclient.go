@@ -145,10 +145,12 @@ func (c *Client) Call(ctx context.Context, verb string, args any) (json.RawMessa
 		code, msg, _ := strings.Cut(text, ": ")
 		return nil, &ToolError{Code: code, Message: msg}
 	}
-	if res.StructuredContent != nil {
-		return json.Marshal(res.StructuredContent)
+	// The text content is the structured result serialized; use it rather than re-encoding
+	// the decoded structuredContent.
+	if text != "" && json.Valid([]byte(text)) {
+		return json.RawMessage(text), nil
 	}
-	return json.RawMessage(text), nil
+	return json.Marshal(res.StructuredContent)
 }
 
 // CallRaw calls a tool and returns the SDK's result as is.
@@ -246,13 +248,11 @@ func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		tee := &sseTee{ReadCloser: resp.Body, onEvent: t.onEvent}
-		if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
-			tee.gate = t.gate
-			t.onStream()
-		}
-		resp.Body = tee
+	// The doorbell writes on the standalone GET stream only (never on a call's response).
+	if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK &&
+		strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &sseTee{ReadCloser: resp.Body, onEvent: t.onEvent, gate: t.gate}
+		t.onStream()
 	}
 	return resp, nil
 }
@@ -261,7 +261,7 @@ func (t *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 type sseTee struct {
 	io.ReadCloser
 	onEvent func([]byte)
-	gate    *gate // GET stream only
+	gate    *gate
 	line    []byte
 	data    []byte
 }
