@@ -9,6 +9,7 @@
 package mcpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -113,8 +114,10 @@ func (h *Handler) Start() {
 	h.startOnce.Do(func() { go h.sweep() })
 }
 
-// requestLog collects what the one log line of an MCP request reports.
+// requestLog is what a tool call learns of its HTTP request: the request's context (the SDK
+// runs handlers on contexts of its own) and the fields of the request's one log line.
 type requestLog struct {
+	ctx      context.Context
 	mu       sync.Mutex
 	endpoint string
 	verb     string
@@ -158,7 +161,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // ServeHTTP authenticates, bounds the body and dispatches to the endpoint's sessions.
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &requestLog{}
+	rec := &requestLog{ctx: r.Context()}
 	w := &statusWriter{ResponseWriter: rw}
 	if r.Method != http.MethodGet {
 		h.inflight.Add(1)

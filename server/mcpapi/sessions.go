@@ -23,7 +23,7 @@ const (
 	versionHeader  = "Mcp-Protocol-Version"
 	newProtocol    = "2026-07-28" // SEP-2575 sessionless protocol: not served (we are stateful)
 	entryIdleAfter = 10 * time.Minute
-	// callHeader carries a request-log id from the HTTP request to the tool handler, through
+	// callHeader carries the id of the HTTP request's requestLog to the tool handler, through
 	// RequestExtra.Header. Always overwritten, so a client cannot set it.
 	callHeader = "X-Switchboard-Call"
 )
@@ -109,7 +109,7 @@ func (h *Handler) forbidOutsideAllowlist(e *endpointEntry, allowed map[string]bo
 				return next(ctx, method, req)
 			}
 			serr := store.Errorf(store.CodeForbidden, "the verb %s is not in this endpoint's allowlist", call.Params.Name)
-			h.account(call, e, call.Params.Name, serr, time.Now())
+			h.account(h.requestOf(call), e, call.Params.Name, serr, time.Now())
 			return errorResult(serr), nil
 		}
 	}
@@ -119,6 +119,7 @@ func (h *Handler) forbidOutsideAllowlist(e *endpointEntry, allowed map[string]bo
 func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
+		rec := h.requestOf(req)
 		var out json.RawMessage
 		serr := e.buckets.take(t.Webhook)
 		if serr == nil {
@@ -126,7 +127,13 @@ func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler
 			if verr != nil {
 				serr = verr
 			} else {
+				// The call ends with the HTTP request that carried it (client gone: stop the
+				// SQL), or with the SDK's own cancellation, or after ToolTimeout.
 				ctx, cancel := context.WithTimeout(ctx, h.o.ToolTimeout)
+				if rec != nil {
+					stop := context.AfterFunc(rec.ctx, cancel)
+					defer stop()
+				}
 				call := &Call{Endpoint: e.ep, Store: h.o.Store, Log: h.log, BaseURL: h.o.BaseURL}
 				if req.Session != nil {
 					call.Session = req.Session.ID()
@@ -140,7 +147,7 @@ func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler
 				}
 			}
 		}
-		h.account(req, e, t.Name, serr, start)
+		h.account(rec, e, t.Name, serr, start)
 		if serr != nil {
 			return errorResult(serr), nil
 		}
@@ -148,8 +155,19 @@ func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler
 	}
 }
 
+// requestOf finds the HTTP request of a tool call (nil if unknown).
+func (h *Handler) requestOf(req *mcp.CallToolRequest) *requestLog {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return nil
+	}
+	if v, ok := h.calls.Load(req.Extra.Header.Get(callHeader)); ok {
+		return v.(*requestLog)
+	}
+	return nil
+}
+
 // account counts a tool call, logs internal failures, and fills the request log line.
-func (h *Handler) account(req *mcp.CallToolRequest, e *endpointEntry, verb string, serr *store.Error, start time.Time) {
+func (h *Handler) account(rec *requestLog, e *endpointEntry, verb string, serr *store.Error, start time.Time) {
 	code := "ok"
 	if serr != nil {
 		code = serr.Code
@@ -159,10 +177,8 @@ func (h *Handler) account(req *mcp.CallToolRequest, e *endpointEntry, verb strin
 	}
 	h.m.ToolCalls.WithLabelValues(verb, code).Inc()
 	h.m.ToolSeconds.WithLabelValues(verb).Observe(time.Since(start).Seconds())
-	if req.Extra != nil && req.Extra.Header != nil {
-		if v, ok := h.calls.Load(req.Extra.Header.Get(callHeader)); ok {
-			v.(*requestLog).set(verb, code)
-		}
+	if rec != nil {
+		rec.set(verb, code)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,19 +29,22 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // PoolConfig parses a database URL into a pool configuration with the server's defaults:
-// maxConns connections (0: 4 × GOMAXPROCS, at least 8), idle connections kept warm, and
-// statements prepared once per connection and cached (pgx's default exec mode).
+// maxConns connections (0: 4 × GOMAXPROCS, at least 16 — pgx's own default of 4 starves
+// concurrent sessions: complete+next holds a connection for its pipelined transaction).
+// Statements are prepared once per connection and cached (pgx's default exec mode, the
+// fastest measured); behind a pooler that cannot keep prepared statements, add
+// default_query_exec_mode=exec (or simple_protocol) to the URL.
 func PoolConfig(url string, maxConns int32) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
+	if maxConns <= 0 {
+		maxConns = int32(max(16, 4*runtime.GOMAXPROCS(0)))
 	}
+	cfg.MaxConns = maxConns
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	cfg.HealthCheckPeriod = 30 * time.Second
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	return cfg, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -397,4 +398,59 @@ func TestRateLimited(t *testing.T) {
 	// The bucket is per endpoint: another endpoint is unaffected.
 	other := e.connect(t, e.vend("bob", []string{"inbox"}, nil), nil)
 	call[claimNext](t, other, "claim_next", nil)
+}
+
+// A call whose client goes away stops its SQL: the request's context reaches the query.
+func TestClientCancelStopsSQL(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := e.connect(t, ep, nil)
+	id := e.push(ep, "inbox", "locked")
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM switchboard.todos WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		var n int
+		_ = e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%switchboard.claim(%'`).Scan(&n)
+		return n
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := c.Call(cctx, "claim", map[string]any{"id": id}); done <- err }()
+	eventually(t, 5*time.Second, "claim blocked on the row lock", func() bool { return waiting() == 1 })
+	cancel() // the SDK client sends notifications/cancelled
+	<-done
+	eventually(t, 5*time.Second, "the blocked query cancelled", func() bool { return waiting() == 0 })
+
+	// A client that just drops the HTTP request (no cancellation message) stops it too.
+	body := `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"claim","arguments":{"id":"` + id + `"}}}`
+	rctx, rcancel := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(rctx, "POST", e.url(ep), strings.NewReader(body))
+	for k, v := range map[string]string{"Authorization": "Bearer " + ep.Cred, "Mcp-Session-Id": c.Session.ID(),
+		"Mcp-Protocol-Version": "2025-06-18", "Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+		req.Header.Set(k, v)
+	}
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	eventually(t, 5*time.Second, "raw claim blocked on the row lock", func() bool { return waiting() == 1 })
+	rcancel()
+	eventually(t, 5*time.Second, "the dropped request's query cancelled", func() bool { return waiting() == 0 })
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The session outlives its abandoned calls.
+	call[todo](t, c, "claim", map[string]any{"id": id})
+	if s := e.state(id); s != "claimed" {
+		t.Fatalf("todo %s", s)
+	}
 }

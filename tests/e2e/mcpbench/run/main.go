@@ -20,10 +20,12 @@ import (
 )
 
 func main() {
-	d := flag.Duration("d", 5*time.Second, "duration of each drive")
+	d := flag.Duration("d", 30*time.Second, "longest duration of each drive")
 	inproc := flag.Bool("inprocess", false, "run the server in this process (CPU is then not split)")
 	workers := flag.String("workers", "1,4,16", "session counts")
-	prefill := flag.Int("prefill", 60000, "todos created before each drive")
+	prefill := flag.Int("prefill", 3000, "todos created before each drive (each drive ends when they are done)")
+	env := flag.String("env", "", "extra environment for the server process, KEY=VALUE[,KEY=VALUE]")
+	dbParams := flag.String("db-params", "", "extra database URL parameters for the server, e.g. default_query_exec_mode=exec")
 	flag.Parse()
 	// The harness is the agents' side (MCP clients, or the raw SQL baseline): give it the same
 	// GC target as switchboard serve, so the SDK client's 32 KiB decode buffers do not make the
@@ -31,13 +33,13 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	if err := run(*d, *inproc, *workers, *prefill); err != nil {
+	if err := run(*d, *inproc, *workers, *prefill, *env, *dbParams); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(d time.Duration, inproc bool, workers string, prefill int) error {
+func run(d time.Duration, inproc bool, workers string, prefill int, env, dbParams string) error {
 	ctx := context.Background()
 	dbURL, drop, err := testdb.Create(ctx)
 	if err != nil {
@@ -45,11 +47,19 @@ func run(d time.Duration, inproc bool, workers string, prefill int) error {
 	}
 	defer drop()
 
+	serverDB := dbURL
+	if dbParams != "" {
+		sep := "?"
+		if strings.Contains(serverDB, "?") {
+			sep = "&"
+		}
+		serverDB += sep + dbParams
+	}
 	var srv *mcpbench.Server
 	if inproc {
 		cfg := server.DefaultConfig()
 		cfg.Limits.ToolRate, cfg.Limits.ToolBurst = 1e6, 1e6
-		srv, err = mcpbench.StartInProcess(ctx, dbURL, cfg)
+		srv, err = mcpbench.StartInProcess(ctx, serverDB, cfg)
 	} else {
 		dir, _ := os.MkdirTemp("", "mcpbench")
 		defer os.RemoveAll(dir)
@@ -57,7 +67,11 @@ func run(d time.Duration, inproc bool, workers string, prefill int) error {
 		if bin, err = mcpbench.Build(ctx, dir); err != nil {
 			return err
 		}
-		srv, err = mcpbench.StartProcess(ctx, bin, dbURL)
+		var extra []string
+		if env != "" {
+			extra = strings.Split(env, ",")
+		}
+		srv, err = mcpbench.StartProcess(ctx, bin, serverDB, extra...)
 	}
 	if err != nil {
 		return err
