@@ -153,7 +153,7 @@ func TestDoorbellFullBufferNeverBlocksProducers(t *testing.T) {
 	for round := 0; round < 20 && dropped() == 0; round++ {
 		start := time.Now()
 		e.exec(`SELECT switchboard.create_todo($1, 'inbox', repeat('x', 400) || i) FROM generate_series(1, 100) i`, ep.ID)
-		if d := time.Since(start); d > 500*time.Millisecond {
+		if d := time.Since(start); d > 3*time.Second { // blocking on the session would be forever
 			t.Fatalf("creating 100 todos took %v", d)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -165,7 +165,7 @@ func TestDoorbellFullBufferNeverBlocksProducers(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		start := time.Now()
 		e.push(ep, "inbox", "after")
-		if d := time.Since(start); d > 200*time.Millisecond {
+		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("create_todo took %v with a stuck session", d)
 		}
 	}
