@@ -66,9 +66,8 @@ type Handler struct {
 	entries map[string]*endpointEntry // by endpoint id
 	closing bool
 
-	inflight atomic.Int64 // requests other than GET streams
-	callSeq  atomic.Uint64
-	calls    sync.Map // call id → *requestLog (see tool handler)
+	callSeq atomic.Uint64
+	calls   sync.Map // call id → *requestLog (see tool handler)
 
 	startOnce sync.Once
 	stop      chan struct{}
@@ -163,10 +162,6 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &requestLog{ctx: r.Context()}
 	w := &statusWriter{ResponseWriter: rw}
-	if r.Method != http.MethodGet {
-		h.inflight.Add(1)
-		defer h.inflight.Add(-1)
-	}
 	defer func() {
 		rec.mu.Lock()
 		attrs := []any{"method", r.Method, "path", "/mcp/" + r.PathValue("slug"), "status", w.status,
@@ -286,9 +281,6 @@ func isLoopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
-
-// InFlight is the number of requests being served, not counting GET streams.
-func (h *Handler) InFlight() int64 { return h.inflight.Load() }
 
 // Close closes every session and stops the sweeper. New requests get 503.
 func (h *Handler) Close() {

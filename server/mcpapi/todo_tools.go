@@ -23,14 +23,14 @@ func TodoTools() []Tool {
 				"state": Enum("only this state", "pending", "claimed", "done", "failed"),
 				"limit": Integer("rows to return: default 50, at most 200"),
 			}),
-			Output: Out(map[string]*jsonschema.Schema{"todos": ArrayOf(todoSchema(false), "newest first")}, "todos"),
+			Output: Out(map[string]*jsonschema.Schema{"todos": ArrayOf(todoSchema(), "newest first")}, "todos"),
 			Run:    Typed(listTodos),
 		},
 		{
 			Name:        "get_todo",
 			Description: "Read one todo with its payload, routing trace and result.",
 			Input:       Object(map[string]*jsonschema.Schema{"id": String("todo id")}, "id"),
-			Output:      todoSchema(true, "payload", "routing", "result"),
+			Output:      todoSchema("payload", "routing", "result"),
 			Run:         Typed(getTodo),
 		},
 		{
@@ -42,7 +42,7 @@ func TodoTools() []Tool {
 				"lease_ttl_seconds": leaseTTL(),
 				"require_fence":     requireFence(),
 			}, "id"),
-			Output: todoSchema(true, "payload", "routing", "lease_token"),
+			Output: todoSchema("payload", "routing", "lease_token"),
 			Run:    Typed(claim),
 		},
 		{
@@ -77,7 +77,7 @@ func TodoTools() []Tool {
 				"lease_ttl_seconds": leaseTTL(),
 				"lease_token":       leaseToken(),
 			}, "id"),
-			Output: todoSchema(false),
+			Output: todoSchema(),
 			Run:    Typed(heartbeat),
 		},
 		{
@@ -122,7 +122,7 @@ func finishInput(withResult bool) *jsonschema.Schema {
 }
 
 // todoSchema is the todo row of contract §2, plus the named detail fields.
-func todoSchema(_ bool, extra ...string) *jsonschema.Schema {
+func todoSchema(extra ...string) *jsonschema.Schema {
 	props := map[string]*jsonschema.Schema{
 		"id":               String("todo id"),
 		"queue":            String("queue"),
@@ -153,13 +153,13 @@ func todoSchema(_ bool, extra ...string) *jsonschema.Schema {
 func claimNextSchema() *jsonschema.Schema {
 	return Out(map[string]*jsonschema.Schema{
 		"empty":       Boolean("true when nothing was claimable"),
-		"todo":        todoSchema(true, "payload", "routing"),
+		"todo":        todoSchema("payload", "routing"),
 		"lease_token": String("fence token (require_fence only); shown once"),
 	}, "empty")
 }
 
 func finishSchema() *jsonschema.Schema {
-	s := todoSchema(false)
+	s := todoSchema()
 	next := claimNextSchema()
 	next.Required = nil
 	next.Properties["error"] = String("\"<code>: <message>\" when the next claim failed; the transition above still stands")
