@@ -24,7 +24,7 @@ INSERT INTO switchboard.settings (key, value, min_value, max_value, integral, de
     ('lease_default_seconds', 300,   1, 86400, true,  'lease TTL when neither the call nor the endpoint names one'),
     ('lease_max_seconds',     86400, 1, 86400, true,  'largest lease TTL a call may ask for'),
     ('doorbell_enabled',      1,     0, 1,     true,  '1: new and requeued todos signal the doorbell (pg_notify); 0: silent'),
-    ('doorbell_window_ms',    40,    0, 10000, true,  'per-endpoint coalescing window: at most one NOTIFY per endpoint per window');
+    ('doorbell_window_ms',    40,    0, 10000, true,  'coalescing window: at most one doorbell NOTIFY per database per window');
 
 -- The stable error vocabulary shared by SQL and the wire. Functions raise these SQLSTATEs;
 -- the Go server maps them back to the code, so psql and an agent see the same verdict.
@@ -102,12 +102,13 @@ CREATE TABLE switchboard.endpoints (
 COMMENT ON TABLE switchboard.endpoints IS
   'What a human vends to an agent: /mcp/{slug} plus a bearer credential, with an immutable scope.';
 
--- One row per endpoint: when it last rang the doorbell (coalescing, see switchboard.ring).
+-- One row: when the doorbell last sent a NOTIFY (coalescing, see switchboard.ring).
 CREATE TABLE switchboard.doorbell (
-    endpoint_id  uuid PRIMARY KEY REFERENCES switchboard.endpoints ON DELETE CASCADE,
+    one          boolean PRIMARY KEY DEFAULT true CHECK (one),
     signalled_at timestamptz NOT NULL DEFAULT '-infinity'
 );
-COMMENT ON TABLE switchboard.doorbell IS 'Last doorbell NOTIFY per endpoint; lets busy endpoints coalesce signals.';
+INSERT INTO switchboard.doorbell DEFAULT VALUES;
+COMMENT ON TABLE switchboard.doorbell IS 'When the last doorbell NOTIFY was sent; lets busy databases coalesce signals.';
 
 CREATE TABLE switchboard.friend_edges (
     id         uuid PRIMARY KEY DEFAULT gen_random_uuid(),

@@ -110,33 +110,33 @@ $$;
 COMMENT ON FUNCTION switchboard.backoff(int) IS
   'Retry delay after attempt N failed: min(backoff_base_seconds * 2^(N-1), backoff_cap_seconds).';
 
--- Doorbell signal for an endpoint, coalesced. NOTIFY takes a database-wide lock at commit that
--- serializes committing transactions, so a busy endpoint must not notify in every transaction:
--- only the first transaction per window (doorbell_window_ms) that gets the endpoint's doorbell
--- row without waiting sends one. Others skip. Listeners re-read the endpoint's ready todos once
--- more after the window (trailing re-check), which picks up the todos whose signal was coalesced.
+-- Doorbell signal, coalesced. NOTIFY takes a database-wide lock at commit that serializes
+-- committing transactions, so a busy database must not notify in every transaction: only the
+-- first transaction per window (doorbell_window_ms) that gets the doorbell row without waiting
+-- sends one, with payload '*' ("work became ready"). Others skip. Listeners then re-read the
+-- ready todos of every endpoint they serve, at once and once more after the window (trailing
+-- re-check), which picks up the todos whose signal was coalesced. Coalescing per database, not
+-- per endpoint, bounds the NOTIFY rate however many endpoints are busy.
 -- Best effort: no todo depends on a signal to be claimable.
-CREATE FUNCTION switchboard.ring(p_endpoint uuid) RETURNS boolean
+CREATE FUNCTION switchboard.ring() RETURNS boolean
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_window interval := make_interval(secs => switchboard.setting('doorbell_window_ms') / 1000.0);
 BEGIN
     IF switchboard.setting('doorbell_enabled') = 0 THEN
         RETURN false;
     END IF;
     UPDATE switchboard.doorbell d
        SET signalled_at = clock_timestamp()
-     WHERE d.endpoint_id = (SELECT b.endpoint_id
-                              FROM switchboard.doorbell b
-                             WHERE b.endpoint_id = p_endpoint
-                               AND b.signalled_at < clock_timestamp() - v_window
-                               FOR UPDATE SKIP LOCKED);
+     WHERE d.one = (SELECT b.one
+                      FROM switchboard.doorbell b
+                     WHERE b.signalled_at < clock_timestamp()
+                                            - make_interval(secs => switchboard.setting('doorbell_window_ms') / 1000.0)
+                       FOR UPDATE SKIP LOCKED);
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM pg_notify('switchboard_doorbell', p_endpoint::text);
+    PERFORM pg_notify('switchboard_doorbell', '*');
     RETURN true;
 END
 $$;
-COMMENT ON FUNCTION switchboard.ring(uuid) IS
-  'Signal the doorbell channel switchboard_doorbell for an endpoint, at most once per doorbell_window_ms (coalesced). Returns whether it notified.';
+COMMENT ON FUNCTION switchboard.ring() IS
+  'Signal the doorbell channel switchboard_doorbell (payload *), at most once per doorbell_window_ms per database (coalesced). Returns whether it notified.';

@@ -70,7 +70,7 @@ BEGIN
         RETURNING id INTO todo_id;
         IF FOUND THEN
             created := true;
-            PERFORM switchboard.ring(p_endpoint);
+            PERFORM switchboard.ring();
             RETURN;
         END IF;
 
@@ -141,8 +141,6 @@ COMMENT ON FUNCTION switchboard.get_todo(uuid, uuid) IS 'One todo of the endpoin
 -- Expired leases: back to pending while attempts remain, else dead-lettered. p_endpoint NULL = all.
 CREATE FUNCTION switchboard.requeue_expired(p_endpoint uuid DEFAULT NULL, OUT requeued int, OUT dead_lettered int)
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_ring uuid[];
 BEGIN
     WITH due AS (
         SELECT id
@@ -164,14 +162,15 @@ BEGIN
                updated_at       = now()
           FROM due
          WHERE t.id = due.id
-        RETURNING t.endpoint_id, t.state
+        RETURNING t.state
     )
     SELECT count(*) FILTER (WHERE state = 'pending'),
-           count(*) FILTER (WHERE state = 'failed'),
-           array_agg(DISTINCT endpoint_id) FILTER (WHERE state = 'pending')
-      INTO requeued, dead_lettered, v_ring
+           count(*) FILTER (WHERE state = 'failed')
+      INTO requeued, dead_lettered
       FROM moved;
-    PERFORM switchboard.ring(e) FROM unnest(v_ring) AS e;
+    IF requeued > 0 THEN
+        PERFORM switchboard.ring();
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION switchboard.requeue_expired(uuid) IS
@@ -182,7 +181,6 @@ CREATE FUNCTION switchboard.release_retries(p_endpoint uuid DEFAULT NULL) RETURN
 LANGUAGE plpgsql AS $$
 DECLARE
     v_count int;
-    v_ring uuid[];
 BEGIN
     WITH due AS (
         SELECT id
@@ -195,10 +193,12 @@ BEGIN
            SET state = 'pending', owner = NULL, next_retry_at = NULL, ready_at = now(), updated_at = now()
           FROM due
          WHERE t.id = due.id
-        RETURNING t.endpoint_id
+        RETURNING t.id
     )
-    SELECT count(*), array_agg(DISTINCT endpoint_id) INTO v_count, v_ring FROM moved;
-    PERFORM switchboard.ring(e) FROM unnest(v_ring) AS e;
+    SELECT count(*) INTO v_count FROM moved;
+    IF v_count > 0 THEN
+        PERFORM switchboard.ring();
+    END IF;
     RETURN v_count;
 END
 $$;
@@ -440,7 +440,7 @@ BEGIN
         PERFORM switchboard.refuse_todo(p_endpoint, p_todo, s.queues);
     END IF;
     IF t.state = 'pending' THEN
-        PERFORM switchboard.ring(p_endpoint);
+        PERFORM switchboard.ring();
     END IF;
     RETURN switchboard.todo_json(t);
 END

@@ -141,7 +141,6 @@ BEGIN
             coalesce((SELECT array_agg(DISTINCT q ORDER BY q) FROM unnest(p_webhook_queues) q), '{}'),
             p_lease_ttl_seconds)
     RETURNING * INTO e;
-    INSERT INTO switchboard.doorbell (endpoint_id) VALUES (e.id);
     RETURN switchboard.endpoint_json(e);
 END
 $$;

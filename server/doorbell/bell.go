@@ -2,10 +2,10 @@
 // ledger: a todo is claimable whether or not anyone was told.
 //
 // One LISTEN connection per process (listen.go) hears switchboard.ring()'s pg_notify on the
-// channel switchboard_doorbell, whose payload is an endpoint id, and switchboard_revoked. For an
-// endpoint with sessions here, the bell reads which of its todos became ready
-// (switchboard.ready_todos) now and once more after the coalescing window, because ring()
-// notifies at most once per endpoint per doorbell_window_ms. Each new ready todo goes to ONE
+// channel switchboard_doorbell (payload '*', or an endpoint id when sent by hand) and
+// switchboard_revoked. For each endpoint with sessions here, the bell reads which of its todos
+// became ready (switchboard.ready_todos) now and once more after the coalescing window, because
+// ring() notifies at most once per doorbell_window_ms for the whole database. Each new ready todo goes to ONE
 // session of the endpoint — round-robin, sessions with an open GET stream first — through that
 // session's buffer of 16; a full buffer drops the notification. Nothing waits on a client.
 package doorbell

@@ -98,7 +98,12 @@ func (b *Bell) wait(conn *pgx.Conn) error {
 		}
 		switch n.Channel {
 		case channelDoorbell:
-			b.Ring(n.Payload)
+			// switchboard.ring() coalesces per database: '*' means "some work became ready".
+			if n.Payload == "*" {
+				b.ringAll()
+			} else {
+				b.Ring(n.Payload)
+			}
 		case channelRevoked:
 			if f := b.cfg.OnRevoked; f != nil {
 				id := n.Payload
