@@ -18,21 +18,29 @@ import (
 
 var (
 	buildOnce sync.Once
+	binDir    string
 	binPath   string
 	buildErr  error
 	buildOut  []byte
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // switchboardBinary builds cmd/switchboard once per test run.
 func switchboardBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "switchboard-e2e-")
-		if err != nil {
-			buildErr = err
+		binDir, buildErr = os.MkdirTemp("", "switchboard-e2e-")
+		if buildErr != nil {
 			return
 		}
-		binPath = filepath.Join(dir, "switchboard")
+		binPath = filepath.Join(binDir, "switchboard")
 		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 		cmd := exec.Command(gobin, "build", "-o", binPath, "switchboard/cmd/switchboard")
 		buildOut, buildErr = cmd.CombinedOutput()
@@ -72,6 +80,7 @@ func serveProcess(t *testing.T, bin, dsn string) (in *instance, term func() int)
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(bin, "serve")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the test
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "SWITCHBOARD_ADDR="+addr, "SWITCHBOARD_REAPER_INTERVAL=1s")
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

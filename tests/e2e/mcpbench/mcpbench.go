@@ -488,6 +488,7 @@ func StartProcess(ctx context.Context, bin, dbURL string, env ...string) (*Serve
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(bin, "serve")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the harness
 	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+dbURL, "SWITCHBOARD_ADDR="+addr,
 		"SWITCHBOARD_LOG_LEVEL=warn", "SWITCHBOARD_TOOL_RATE=100000/s", "SWITCHBOARD_TOOL_BURST=100000"), env...)
 	stderr, _ := cmd.StderrPipe()

@@ -10,8 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"switchboard/server"
@@ -40,7 +42,9 @@ func main() {
 }
 
 func run(d time.Duration, inproc bool, workers string, prefill int, env, dbParams string) error {
-	ctx := context.Background()
+	// Ctrl-C ends the drives early; the server and the database are still cleaned up.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	dbURL, drop, err := testdb.Create(ctx)
 	if err != nil {
 		return err
