@@ -207,10 +207,11 @@ COMMENT ON TABLE switchboard.todos IS
   'The durable queue. State machine: pending -> claimed -> done | failed (parked retry or dead letter).';
 
 -- Claim path: only pending rows, in claim order, so scans never touch the terminal backlog.
--- Entries exist only while a todo is pending: claims and completions do not maintain them.
--- One index serves claims across all granted queues, the other claims from a single queue.
+-- Entries exist only while a todo is pending: claims and completions do not maintain them. The
+-- queue is not a key column: an index cannot return (created_at, id) order under
+-- `queue = ANY(...)` on a second column, and an endpoint's pending rows are mostly in its
+-- granted queues anyway; a one-queue claim filters the others out while walking.
 CREATE INDEX todos_claimable ON switchboard.todos (endpoint_id, created_at, id) WHERE state = 'pending';
-CREATE INDEX todos_claimable_queue ON switchboard.todos (endpoint_id, queue, created_at, id) WHERE state = 'pending';
 -- Takeover and reaper paths: both partial indexes hold only in-flight rows, keyed by deadline.
 CREATE INDEX todos_leases ON switchboard.todos (lease_expires_at) WHERE state = 'claimed';
 CREATE INDEX todos_retries ON switchboard.todos (next_retry_at) WHERE next_retry_at IS NOT NULL;

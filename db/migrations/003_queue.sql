@@ -139,16 +139,13 @@ $$;
 COMMENT ON FUNCTION switchboard.get_todo(uuid, uuid) IS 'One todo of the endpoint with payload, routing trace and result.';
 
 -- Expired leases: back to pending while attempts remain, else dead-lettered. p_endpoint NULL = all.
+-- A plain guarded UPDATE: a row a concurrent claim or reaper changed first is re-checked after its
+-- lock is released and skipped when no longer expired, so no lease is requeued twice. (A
+-- SKIP LOCKED pass would write a lock record for every row first: a third more WAL.)
 CREATE FUNCTION switchboard.requeue_expired(p_endpoint uuid DEFAULT NULL, OUT requeued int, OUT dead_lettered int)
 LANGUAGE plpgsql AS $$
 BEGIN
-    WITH due AS (
-        SELECT id
-          FROM switchboard.todos
-         WHERE state = 'claimed' AND lease_expires_at < now()
-           AND (p_endpoint IS NULL OR endpoint_id = p_endpoint)
-           FOR UPDATE SKIP LOCKED
-    ), moved AS (
+    WITH moved AS (
         UPDATE switchboard.todos t
            SET state            = CASE WHEN t.attempt < t.max_attempts THEN 'pending' ELSE 'failed' END,
                owner            = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE t.owner END,
@@ -160,8 +157,8 @@ BEGIN
                lease_token_hash = NULL,
                ready_at         = now(),
                updated_at       = now()
-          FROM due
-         WHERE t.id = due.id
+         WHERE t.state = 'claimed' AND t.lease_expires_at < now()
+           AND (p_endpoint IS NULL OR t.endpoint_id = p_endpoint)
         RETURNING t.state
     )
     SELECT count(*) FILTER (WHERE state = 'pending'),
@@ -174,7 +171,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION switchboard.requeue_expired(uuid) IS
-  'Expired leases (of one endpoint, or all when NULL): pending while attempts remain, else dead letter. SKIP LOCKED: safe beside claims and other reapers.';
+  'Expired leases (of one endpoint, or all when NULL): pending while attempts remain, else dead letter. Safe beside claims and other reapers (rows are re-checked under lock).';
 
 -- Parked retries whose window has passed: back to pending. p_endpoint NULL = all.
 CREATE FUNCTION switchboard.release_retries(p_endpoint uuid DEFAULT NULL) RETURNS int
@@ -182,17 +179,11 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_count int;
 BEGIN
-    WITH due AS (
-        SELECT id
-          FROM switchboard.todos
-         WHERE next_retry_at <= now()
-           AND (p_endpoint IS NULL OR endpoint_id = p_endpoint)
-           FOR UPDATE SKIP LOCKED
-    ), moved AS (
+    WITH moved AS (
         UPDATE switchboard.todos t
            SET state = 'pending', owner = NULL, next_retry_at = NULL, ready_at = now(), updated_at = now()
-          FROM due
-         WHERE t.id = due.id
+         WHERE t.next_retry_at <= now()
+           AND (p_endpoint IS NULL OR t.endpoint_id = p_endpoint)
         RETURNING t.id
     )
     SELECT count(*) INTO v_count FROM moved;
@@ -208,12 +199,19 @@ COMMENT ON FUNCTION switchboard.release_retries(uuid) IS
 CREATE FUNCTION switchboard.reap(OUT requeued int, OUT dead_lettered int, OUT retries_released int)
 LANGUAGE plpgsql AS $$
 BEGIN
+    requeued := 0;
+    dead_lettered := 0;
+    retries_released := 0;
+    -- One reaper at a time: servers and pg_cron may all call this; the others return zeros.
+    IF NOT pg_try_advisory_xact_lock(hashtext('switchboard.reap')) THEN
+        RETURN;
+    END IF;
     SELECT r.requeued, r.dead_lettered INTO requeued, dead_lettered FROM switchboard.requeue_expired(NULL) r;
     retries_released := switchboard.release_retries(NULL);
 END
 $$;
 COMMENT ON FUNCTION switchboard.reap() IS
-  'The reaper: requeue or dead-letter expired leases, release due retries. Safe to run from several servers and pg_cron at once.';
+  'The reaper: requeue or dead-letter expired leases, release due retries. Safe to run from several servers and pg_cron at once (one runs, the others return zeros).';
 
 CREATE FUNCTION switchboard.claim(
     p_endpoint uuid, p_todo uuid, p_lease_ttl_seconds int DEFAULT NULL, p_require_fence boolean DEFAULT false)
@@ -252,37 +250,6 @@ $$;
 COMMENT ON FUNCTION switchboard.claim(uuid, uuid, int, boolean) IS
   'Claim one todo by id: pending, expired lease, or due retry, with attempts left. Lease from now; optional fence token returned once.';
 
--- Lock the oldest pending todo (created_at, id) of an endpoint in the given queues, skipping rows
--- other claimers hold. Two spellings of one query, so each walks its index in claim order: an
--- index cannot return (created_at, id) order under `queue = ANY(...)` on its second column.
-CREATE FUNCTION switchboard.lock_next_pending(p_endpoint uuid, p_queues text[]) RETURNS uuid
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_id uuid;
-BEGIN
-    IF cardinality(p_queues) = 1 THEN
-        SELECT id INTO v_id
-          FROM switchboard.todos
-         WHERE endpoint_id = p_endpoint AND queue = p_queues[1] AND state = 'pending'
-           AND attempt < max_attempts
-         ORDER BY created_at, id
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-    ELSE
-        SELECT id INTO v_id
-          FROM switchboard.todos
-         WHERE endpoint_id = p_endpoint AND queue = ANY (p_queues) AND state = 'pending'
-           AND attempt < max_attempts
-         ORDER BY created_at, id
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-    END IF;
-    RETURN v_id;
-END
-$$;
-COMMENT ON FUNCTION switchboard.lock_next_pending(uuid, text[]) IS
-  'Row-lock and return the oldest pending todo with attempts left of an endpoint in the given queues (FOR UPDATE SKIP LOCKED); NULL when none.';
-
 CREATE FUNCTION switchboard.claim_next(
     p_endpoint uuid, p_queue text DEFAULT NULL, p_lease_ttl_seconds int DEFAULT NULL,
     p_require_fence boolean DEFAULT false)
@@ -292,7 +259,6 @@ DECLARE
     s record;
     t switchboard.todos;
     v_queues text[];
-    v_id uuid;
     v_token text;
 BEGIN
     s := switchboard.caller(p_endpoint);
@@ -315,10 +281,6 @@ BEGIN
         PERFORM switchboard.release_retries(p_endpoint);
     END IF;
 
-    v_id := switchboard.lock_next_pending(p_endpoint, v_queues);
-    IF v_id IS NULL THEN
-        RETURN '{"empty": true}'::jsonb;
-    END IF;
     IF p_require_fence THEN
         v_token := switchboard.new_token('sbl_');
     END IF;
@@ -329,8 +291,17 @@ BEGIN
            lease_token_hash = sha256(convert_to(v_token, 'UTF8')),
            attempt          = u.attempt + 1,
            updated_at       = now()
-     WHERE u.id = v_id
+     WHERE u.id = (SELECT c.id
+                     FROM switchboard.todos c
+                    WHERE c.endpoint_id = p_endpoint AND c.queue = ANY (v_queues) AND c.state = 'pending'
+                      AND c.attempt < c.max_attempts
+                    ORDER BY c.created_at, c.id
+                    LIMIT 1
+                      FOR UPDATE SKIP LOCKED)
     RETURNING u.* INTO t;
+    IF NOT FOUND THEN
+        RETURN '{"empty": true}'::jsonb;
+    END IF;
     RETURN jsonb_strip_nulls(jsonb_build_object('empty', false, 'lease_token', v_token))
         || jsonb_build_object('todo', switchboard.todo_json(t, true));
 END
