@@ -249,26 +249,30 @@ func claimSection(ctx context.Context, b *Bench) ([]Row, error) {
 		}
 		return true, nil
 	}
-	bareOp := func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
-		var id pgtype.UUID
-		err := c.QueryRow(ctx, `UPDATE bench_bare
-			   SET state = 'claimed', owner = 'agent:bench', lease_expires_at = now() + interval '300 seconds',
-			       attempt = attempt + 1, updated_at = now()
-			 WHERE id = (SELECT id FROM bench_bare WHERE state = 'pending'
-			             ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-			RETURNING id`).Scan(&id)
-		if err == pgx.ErrNoRows {
-			return false, nil
+	// handOp is the minimal hand-written claim and finish: on bench_bare it is the bare baseline,
+	// on switchboard.todos it pays the real table's indexes but none of the functions.
+	handOp := func(table string) Op {
+		return func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
+			var id pgtype.UUID
+			err := c.QueryRow(ctx, `UPDATE `+table+`
+				   SET state = 'claimed', owner = 'agent:bench', lease_expires_at = now() + interval '300 seconds',
+				       attempt = attempt + 1, updated_at = now()
+				 WHERE id = (SELECT id FROM `+table+` WHERE endpoint_id = $1 AND state = 'pending'
+				             ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+				RETURNING id`, ep).Scan(&id)
+			if err == pgx.ErrNoRows {
+				return false, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("hand-written claim: %w", err)
+			}
+			if _, err := c.Exec(ctx, `UPDATE `+table+`
+				   SET state = 'done', completed_at = now(), lease_expires_at = NULL, updated_at = now()
+				 WHERE id = $1`, id); err != nil {
+				return false, fmt.Errorf("hand-written done: %w", err)
+			}
+			return true, nil
 		}
-		if err != nil {
-			return false, fmt.Errorf("bare claim: %w", err)
-		}
-		if _, err := c.Exec(ctx, `UPDATE bench_bare
-			   SET state = 'done', completed_at = now(), lease_expires_at = NULL, updated_at = now()
-			 WHERE id = $1`, id); err != nil {
-			return false, fmt.Errorf("bare done: %w", err)
-		}
-		return true, nil
 	}
 
 	type variant struct {
@@ -276,16 +280,17 @@ func claimSection(ctx context.Context, b *Bench) ([]Row, error) {
 		op          Op
 	}
 	fn := variant{"fn", "switchboard.todos", fnOp}
-	bare := variant{"bare", "bench_bare", bareOp}
+	bare := variant{"bare", "bench_bare", handOp("bench_bare")}
+	raw := variant{"raw", "switchboard.todos", handOp("switchboard.todos")}
 	peak := map[string]float64{}
 	window := (cfg.Warmup + cfg.Duration).Seconds()
 	var rows []Row
 	for _, n := range cfg.Workers {
 		res := map[string]Result{}
 		for round := 0; round < cfg.Rounds; round++ {
-			order := []variant{fn, bare}
+			order := []variant{fn, bare, raw}
 			if round%2 == 1 {
-				order = []variant{bare, fn}
+				order = []variant{raw, bare, fn}
 			}
 			for _, v := range order {
 				need := max(cfg.Prefill, int(2.5*peak[v.name]*window))
@@ -315,6 +320,11 @@ func claimSection(ctx context.Context, b *Bench) ([]Row, error) {
 			row.Note = fmt.Sprintf("queue ran dry %d times (raise -prefill); rates are understated", m)
 		}
 		rows = append(rows, row)
+		rr := res["raw"].Rate()
+		rows = append(rows, Row{Section: "claim+complete", Name: fmt.Sprintf("  same hand-written SQL on switchboard.todos, %d", n),
+			Value: rr, Unit: "cycles/s", Baseline: rb, Ratio: Ratio(rr, rb),
+			Note: fmt.Sprintf("at %d: the table's indexes cost %.0f%% of the bare rate, the functions on top %.0f%% of what is left",
+				n, 100*(1-Ratio(rr, rb)), 100*(1-Ratio(rf, rr)))})
 	}
 	return rows, nil
 }
