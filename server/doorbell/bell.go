@@ -61,7 +61,8 @@ type Bell struct {
 	window time.Duration
 	eps    map[string]*endpoint // endpoints with live sessions here
 
-	listening chan struct{} // closed and replaced on each (re)connect; see Listening
+	listening   chan struct{} // closed and replaced on each (re)connect; see Listening
+	allTrailing *time.Timer   // pending re-check of every endpoint (see ringAll)
 }
 
 // endpoint is the bell's state for one endpoint with local sessions. Guarded by Bell.mu.
@@ -108,6 +109,9 @@ func (b *Bell) Close() {
 	}
 	b.closed = true
 	b.cancel()
+	if b.allTrailing != nil {
+		b.allTrailing.Stop()
+	}
 	for _, ep := range b.eps {
 		if ep.trailing != nil {
 			ep.trailing.Stop()
@@ -211,17 +215,92 @@ func (b *Bell) ring(endpointID string, trailing bool) {
 	b.goTracked(func() { b.reader(ep) })
 }
 
-// ringAll re-reads every endpoint with sessions, now and after the window (after the listener
-// (re)connects: a signal sent while it was away may have silenced later ones).
+// ringAll re-reads every endpoint with sessions here — in one query — now and once more a
+// window after the latest call: a '*' doorbell signal (ring() coalesces for the whole
+// database), and the listener's (re)connect, after which a signal sent while it was away may
+// have silenced later ones.
 func (b *Bell) ringAll() {
 	b.mu.Lock()
-	ids := make([]string, 0, len(b.eps))
-	for id := range b.eps {
-		ids = append(ids, id)
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	if b.allTrailing != nil {
+		b.allTrailing.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(b.window+10*time.Millisecond, func() {
+		b.mu.Lock()
+		if b.allTrailing == t {
+			b.allTrailing = nil
+		}
+		b.mu.Unlock()
+		b.readAll()
+	})
+	b.allTrailing = t
+	b.readAllLocked()
+}
+
+func (b *Bell) readAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.readAllLocked()
+}
+
+// readAllLocked starts one batch read of every endpoint not being read already (those get
+// their dirty flag). b.mu must be held.
+func (b *Bell) readAllLocked() {
+	if b.closed {
+		return
+	}
+	var batch []*endpoint
+	for _, ep := range b.eps {
+		if ep.running {
+			ep.dirty = true
+			continue
+		}
+		ep.running = true
+		batch = append(batch, ep)
+	}
+	if len(batch) > 0 {
+		b.goTracked(func() { b.batchReader(batch) })
+	}
+}
+
+// batchReader reads a batch of endpoints in one query, then finishes each like reader does.
+func (b *Bell) batchReader(eps []*endpoint) {
+	cursors := make([]store.Cursor, len(eps))
+	b.mu.Lock()
+	for i, ep := range eps {
+		cursors[i] = store.Cursor{Endpoint: ep.id, Since: ep.since}
 	}
 	b.mu.Unlock()
-	for _, id := range ids {
-		b.ring(id, true)
+	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
+	rows, err := b.st.ReadyTodosMany(ctx, cursors, readLimit)
+	cancel()
+	if err != nil && b.ctx.Err() == nil {
+		b.log.Warn("doorbell read failed", "endpoints", len(eps), "err", store.Classify(err).Unwrap())
+	}
+	for i, ep := range eps {
+		more := true
+		if err == nil {
+			b.mu.Lock()
+			last := b.absorbLocked(ep, rows[ep.id])
+			b.mu.Unlock()
+			more = len(rows[ep.id]) == readLimit && last.After(cursors[i].Since)
+		}
+		if more {
+			b.read(ep) // a full page (or a failed batch): page through this one alone
+		}
+		b.mu.Lock()
+		if ep.dirty && !b.closed {
+			ep.dirty = false
+			b.mu.Unlock()
+			b.reader(ep)
+			continue
+		}
+		ep.running = false
+		b.mu.Unlock()
 	}
 }
 
@@ -257,25 +336,7 @@ func (b *Bell) read(ep *endpoint) {
 			return
 		}
 		b.mu.Lock()
-		var last time.Time
-		for _, r := range rows {
-			last = r.ReadyAt
-			if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
-				continue
-			}
-			ep.seen[r.ID] = r.ReadyAt
-			b.offerLocked(ep, nil, r)
-		}
-		if len(rows) > 0 {
-			if c := last.Add(-cursorSlack); c.After(ep.since) {
-				ep.since = c
-			}
-			for id, at := range ep.seen {
-				if at.Before(ep.since) {
-					delete(ep.seen, id)
-				}
-			}
-		}
+		last := b.absorbLocked(ep, rows)
 		b.mu.Unlock()
 		// A full page may hide newer rows: continue from its last ready_at, unless the page
 		// made no progress (more rows share one ready_at than a page holds).
@@ -286,25 +347,56 @@ func (b *Bell) read(ep *endpoint) {
 	}
 }
 
+// absorbLocked rings for the rows not rung yet, advances the cursor and forgets what falls
+// behind it; it returns the last row's ready_at. b.mu must be held.
+func (b *Bell) absorbLocked(ep *endpoint, rows []store.Ready) (last time.Time) {
+	for _, r := range rows {
+		last = r.ReadyAt
+		if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
+			continue
+		}
+		if b.offerLocked(ep, nil, r) {
+			ep.seen[r.ID] = r.ReadyAt
+		}
+	}
+	if len(rows) > 0 {
+		if c := last.Add(-cursorSlack); c.After(ep.since) {
+			ep.since = c
+		}
+		for id, at := range ep.seen {
+			if at.Before(ep.since) {
+				delete(ep.seen, id)
+			}
+		}
+	}
+	return last
+}
+
 // offerLocked queues a notification for a session: to (when set) or the next one round-robin,
-// preferring sessions with an open stream. b.mu must be held.
-func (b *Bell) offerLocked(ep *endpoint, to *Session, r store.Ready) {
+// preferring sessions with an open stream. It reports whether the todo counts as rung: false
+// when no session can carry it now (without an open GET stream a notification has nowhere to
+// go; the attach ring covers the backlog once a stream opens). b.mu must be held.
+func (b *Bell) offerLocked(ep *endpoint, to *Session, r store.Ready) bool {
 	s := to
 	if s == nil {
 		s = pick(ep)
+		if s == nil || s.streams == 0 {
+			return false
+		}
 	}
-	if s == nil || s.closed {
-		return
+	if s.closed {
+		return false
 	}
 	if len(s.buf) == cap(s.buf) {
 		b.m.DoorbellDropped.WithLabelValues("buffer_full").Inc()
-		return
+		return true
 	}
 	select {
 	case s.buf <- Message(r):
 	default:
 		b.m.DoorbellDropped.WithLabelValues("buffer_full").Inc()
 	}
+	return true
 }
 
 func pick(ep *endpoint) *Session {

@@ -53,6 +53,52 @@ func (s *Store) ReadyTodos(ctx context.Context, endpoint string, since time.Time
 		endpoint, sinceArg, limit)
 }
 
+// Cursor is where a doorbell read of one endpoint starts (zero Since: the last second).
+type Cursor struct {
+	Endpoint string
+	Since    time.Time
+}
+
+// ReadyTodosMany is ReadyTodos for several endpoints in one round trip (the rows of each
+// endpoint oldest first, at most limit each), keyed by endpoint id.
+func (s *Store) ReadyTodosMany(ctx context.Context, cursors []Cursor, limit int) (map[string][]Ready, error) {
+	eps := make([]string, len(cursors))
+	since := make([]*time.Time, len(cursors))
+	for i, c := range cursors {
+		eps[i] = c.Endpoint
+		if !c.Since.IsZero() {
+			t := c.Since
+			since[i] = &t
+		}
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT c.ep, r.id, r.queue, r.title, r.source, r.kind, r.ready_at
+		   FROM unnest($1::uuid[], $2::timestamptz[]) AS c(ep, since),
+		        LATERAL switchboard.ready_todos(c.ep, coalesce(c.since, now() - interval '1 second'), $3) r`,
+		eps, since, limit)
+	if err != nil {
+		return nil, Classify(err)
+	}
+	defer rows.Close()
+	out := map[string][]Ready{}
+	for rows.Next() {
+		var ep string
+		var r Ready
+		var kind *string
+		if err := rows.Scan(&ep, &r.ID, &r.Queue, &r.Title, &r.Source, &kind, &r.ReadyAt); err != nil {
+			return nil, Classify(err)
+		}
+		if kind != nil {
+			r.Kind = *kind
+		}
+		out[ep] = append(out[ep], r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Classify(err)
+	}
+	return out, nil
+}
+
 // Now is the database clock (doorbell cursors compare with ready_at, which it sets).
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	var t time.Time

@@ -196,6 +196,13 @@ func TestDoorbellReadsAndReap(t *testing.T) {
 	if err != nil || len(rs) != 0 {
 		t.Fatalf("ready after: %+v %v", rs, err)
 	}
+	other := vend(t, pool, "dee", "sbk_four", []string{"a"})
+	push(t, pool, other, "a", "x1")
+	push(t, pool, other, "a", "x2")
+	many, err := st.ReadyTodosMany(ctx, []store.Cursor{{Endpoint: ep}, {Endpoint: other}}, 10)
+	if err != nil || len(many[ep]) != 1 || many[ep][0].ID != id || len(many[other]) != 2 || many[other][0].Title != "x1" {
+		t.Fatalf("ready many: %+v %v", many, err)
+	}
 	rs, err = st.OldestPending(ctx, ep, 3)
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("oldest: %+v %v", rs, err)
