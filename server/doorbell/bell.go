@@ -3,11 +3,13 @@
 //
 // One LISTEN connection per process (listen.go) hears switchboard.ring()'s pg_notify on the
 // channel switchboard_doorbell (payload '*', or an endpoint id when sent by hand) and
-// switchboard_revoked. For each endpoint with sessions here, the bell reads which of its todos
-// became ready (switchboard.ready_todos) now and once more after the coalescing window, because
-// ring() notifies at most once per doorbell_window_ms for the whole database. Each new ready todo goes to ONE
-// session of the endpoint — round-robin, sessions with an open GET stream first — through that
-// session's buffer of 16; a full buffer drops the notification. Nothing waits on a client.
+// switchboard_revoked. On a ring the bell reads, in one query, which todos of the endpoints
+// with sessions here became ready (switchboard.ready_todos from each endpoint's cursor), now
+// and once more after the coalescing window, because ring() notifies at most once per
+// doorbell_window_ms for the whole database. Each new ready todo goes to ONE session of its
+// endpoint with an open GET stream (round-robin) through that session's buffer of 16; a full
+// buffer drops the notification. A session whose stream opens is rung for the endpoint's
+// oldest pending todos. Nothing waits on a client.
 package doorbell
 
 import (
