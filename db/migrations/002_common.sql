@@ -24,6 +24,13 @@ COMMENT ON FUNCTION switchboard.refuse(text, text) IS
   'Raises the SQLSTATE of a wire error code (switchboard.error_codes) with a fixed, secret-free message.';
 
 -- STABLE, as to_char is: an IMMUTABLE wrapper around a STABLE call would never be inlined.
+-- Ids arrive as text from agents; a malformed one must behave like an unknown one, not raise.
+CREATE FUNCTION switchboard.as_uuid(p_text text) RETURNS uuid
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_text ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN p_text::uuid END
+$$;
+COMMENT ON FUNCTION switchboard.as_uuid(text) IS 'The uuid in p_text, or NULL when it is not one (malformed ids match nothing).';
+
 CREATE FUNCTION switchboard.rfc3339(p_ts timestamptz) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')

@@ -38,8 +38,7 @@ DECLARE
     v_id uuid;
 BEGIN
     SELECT id INTO v_id FROM switchboard.endpoints
-     WHERE slug = p_ref
-        OR (p_ref ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' AND id = p_ref::uuid);
+     WHERE slug = p_ref OR id = switchboard.as_uuid(p_ref);
     IF NOT FOUND THEN
         PERFORM switchboard.refuse('not_found', 'unknown endpoint');
     END IF;

@@ -8,15 +8,13 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
     w switchboard.webhooks;
 BEGIN
-    IF p_webhook ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
-        SELECT wh.* INTO w
-          FROM switchboard.webhooks wh
-          JOIN switchboard.endpoints owner_ep ON owner_ep.id = wh.endpoint_id
-          JOIN switchboard.agents owner_agent ON owner_agent.id = owner_ep.agent_id
-         WHERE wh.id = p_webhook::uuid AND wh.deleted_at IS NULL
-           AND owner_agent.owner_human_id = (switchboard.caller(p_endpoint)).human_id;
-    END IF;
-    IF w.id IS NULL THEN
+    SELECT wh.* INTO w
+      FROM switchboard.webhooks wh
+      JOIN switchboard.endpoints owner_ep ON owner_ep.id = wh.endpoint_id
+      JOIN switchboard.agents owner_agent ON owner_agent.id = owner_ep.agent_id
+     WHERE wh.id = switchboard.as_uuid(p_webhook) AND wh.deleted_at IS NULL
+       AND owner_agent.owner_human_id = (switchboard.caller(p_endpoint)).human_id;
+    IF NOT FOUND THEN
         PERFORM switchboard.refuse('not_found', 'webhook not found');
     END IF;
     RETURN w;
@@ -90,12 +88,10 @@ DECLARE
     w switchboard.webhooks;
 BEGIN
     PERFORM switchboard.caller(p_endpoint);
-    IF p_webhook ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
-        SELECT * INTO w FROM switchboard.webhooks
-         WHERE id = p_webhook::uuid AND endpoint_id = p_endpoint AND deleted_at IS NULL
-           FOR UPDATE;
-    END IF;
-    IF w.id IS NULL THEN
+    SELECT * INTO w FROM switchboard.webhooks
+     WHERE id = switchboard.as_uuid(p_webhook) AND endpoint_id = p_endpoint AND deleted_at IS NULL
+       FOR UPDATE;
+    IF NOT FOUND THEN
         PERFORM switchboard.refuse('not_found', 'webhook not found');
     END IF;
     RETURN w;

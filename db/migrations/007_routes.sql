@@ -21,11 +21,8 @@ CREATE FUNCTION switchboard.route_add(p_endpoint uuid, p_webhook text, p_target 
 LANGUAGE plpgsql AS $$
 DECLARE
     w switchboard.webhooks := switchboard.owned_webhook(p_endpoint, p_webhook);
-    v_target uuid;
+    v_target uuid := switchboard.as_uuid(p_target);
 BEGIN
-    IF p_target ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
-        v_target := p_target::uuid;
-    END IF;
     -- Unknown, malformed, revoked and unfriended targets: one identical refusal.
     IF v_target IS NULL OR NOT switchboard.may_deliver((switchboard.caller(p_endpoint)).human_id, v_target) THEN
         PERFORM switchboard.refuse('forbidden', 'target endpoint is not reachable');
