@@ -1,0 +1,112 @@
+package main
+
+// The agent's path: the same claim_next+complete drain through a real `switchboard serve`
+// process over MCP (two tool calls per todo, and complete with next: one), beside the raw SQL
+// functions on as many connections, in the same run; and the doorbell's latency.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"switchboard/tests/e2e/mcpbench"
+)
+
+func init() {
+	register(Section{Name: "mcp", Order: 35, Run: mcpSection,
+		Doc: "claim_next+complete over MCP (and complete with next) at 1/4/16 sessions beside raw SQL; doorbell latency"})
+}
+
+const mcpPrefill = 2000 // todos per drive; a drive ends when they are done
+
+func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
+	cfg := b.Cfg
+	dbURL, err := b.NewDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "switchboard-bench")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := mcpbench.Build(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	// A server process of its own, so its CPU is measured apart from the clients'.
+	srv, err := mcpbench.StartProcess(ctx, bin, dbURL, "SWITCHBOARD_TOOL_RATE=1000000/s", "SWITCHBOARD_TOOL_BURST=1000000")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+
+	longest := max(4*cfg.Duration, 10*time.Second)
+	var rows []Row
+	for _, n := range cfg.Workers {
+		ep, err := mcpbench.Vend(ctx, dbURL, "bench", srv.URL)
+		if err != nil {
+			return rows, err
+		}
+		drive := func(what string, f func() (mcpbench.Result, error)) (mcpbench.Result, error) {
+			if err := mcpbench.Prefill(ctx, dbURL, ep.ID, mcpPrefill); err != nil {
+				return mcpbench.Result{}, err
+			}
+			r, err := f()
+			b.Logf("mcp %-14s %2d: %s", what, n, r)
+			return r, err
+		}
+		sql, err := drive("raw SQL", func() (mcpbench.Result, error) {
+			return mcpbench.DriveSQL(ctx, dbURL, ep.ID, n, longest)
+		})
+		if err != nil {
+			return rows, err
+		}
+		two, err := drive("claim+complete", func() (mcpbench.Result, error) {
+			return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.ClaimThenComplete, srv.PID)
+		})
+		if err != nil {
+			return rows, err
+		}
+		one, err := drive("complete+next", func() (mcpbench.Result, error) {
+			return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.CompleteWithNext, srv.PID)
+		})
+		if err != nil {
+			return rows, err
+		}
+		cpu := func(r mcpbench.Result) string {
+			return fmt.Sprintf("CPU per todo: client %v, server %v, postgres %v",
+				r.PerCycle(r.ClientCPU).Round(10*time.Microsecond), r.PerCycle(r.ServerCPU).Round(10*time.Microsecond),
+				r.PerCycle(r.PGCPU).Round(10*time.Microsecond))
+		}
+		twoRow := Row{Section: "mcp", Name: fmt.Sprintf("MCP claim_next + complete, %d session(s)", n),
+			Value: two.PerSec(), Unit: "todos/s", Baseline: sql.PerSec(), Ratio: Ratio(two.PerSec(), sql.PerSec()),
+			Note: cpu(two)}
+		oneRow := Row{Section: "mcp", Name: fmt.Sprintf("MCP complete with next, %d session(s)", n),
+			Value: one.PerSec(), Unit: "todos/s", Baseline: sql.PerSec(), Ratio: Ratio(one.PerSec(), sql.PerSec()),
+			Note: cpu(one)}
+		if n == 16 {
+			twoRow.Target, twoRow.Pass = ">= 0.50 x SQL", AtLeast(twoRow.Ratio, 0.5)
+			oneRow.Target, oneRow.Pass = ">= 0.70 x SQL", AtLeast(oneRow.Ratio, 0.7)
+			twoRow.BaseName = "switchboard.claim_next + switchboard.complete over pgx, same number of connections"
+		}
+		rows = append(rows, twoRow, oneRow)
+	}
+
+	ep, err := mcpbench.Vend(ctx, dbURL, "bench", srv.URL)
+	if err != nil {
+		return rows, err
+	}
+	p50, p99, err := mcpbench.DoorbellLatency(ctx, ep, dbURL, 200, 60*time.Millisecond)
+	if err != nil {
+		return rows, err
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	rows = append(rows,
+		Row{Section: "mcp", Name: "doorbell latency p50 (todo committed -> notification)", Value: ms(p50), Unit: "ms"},
+		Row{Section: "mcp", Name: "doorbell latency p99", Value: ms(p99), Unit: "ms",
+			Target: "< 50 ms", Pass: func() *bool { p := p99 < 50*time.Millisecond; return &p }(),
+			Note: "200 todos pushed 60 ms apart (outside the 40 ms coalescing window)"})
+	return rows, nil
+}
