@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"switchboard/server/mcpapi"
 )
 
 // securityHeaders are set on every response of the server (contract §4.1).
@@ -95,9 +97,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			s.inflight.Add(1)
 			defer s.inflight.Add(-1)
 		}
-		sw := &statusRecorder{ResponseWriter: w}
+		sw := &mcpapi.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		status := sw.status
+		status := sw.Status
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -117,33 +119,6 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			"duration_ms", float64(time.Since(start).Microseconds())/1000)
 	})
 }
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusRecorder) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusRecorder) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func writeJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
