@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server/rules"
@@ -55,6 +54,3 @@ func ruleError(err error) error {
 	}
 	return err
 }
-
-// pgxRow is pgx.Row; named here so querier reads plainly.
-type pgxRow = pgx.Row

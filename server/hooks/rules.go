@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+
+	"github.com/jackc/pgx/v5"
 	"strconv"
 
 	"switchboard/server/ingest/provider"
@@ -206,7 +208,7 @@ type TestRulesOut struct {
 
 // querier is what save needs from a pool or a transaction.
 type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgxRow
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // TestRules is the dry run: it evaluates a payload or a stored event of the webhook against the
