@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
-	"strconv"
 
 	"switchboard/server/ingest/provider"
 	"switchboard/server/rules"
