@@ -285,11 +285,7 @@ func (s *Service) TestRules(ctx context.Context, endpoint string, in TestRulesIn
 	if !d.Drop && !d.Faulted && d.Queue == "" {
 		d.Queue = set.TargetQueue
 	}
-	// No rule matched and there is no default action: the trace names the effective action, the
-	// webhook's own queue (the evaluator reports an empty action here, not a nil one).
-	if d.Trace.Stage == "default" && (d.Trace.Action == nil || d.Trace.Action.Queue == "" && !d.Trace.Action.Drop) {
-		d.Trace.Action = &rules.Action{Queue: set.TargetQueue}
-	}
+	d.NameQueue(set.TargetQueue)
 	return TestRulesOut{Decision: d, Trace: d.Trace, Envelope: env}, nil
 }
 

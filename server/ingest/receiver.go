@@ -40,13 +40,12 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cache *rules.Cache, counter *prom
 	return &Receiver{pool: pool, log: log, rules: cache, now: time.Now, counter: counter}
 }
 
-// webhook is the receiver's view of switchboard.webhook_by_token.
+// webhook is the receiver's view of switchboard.webhook_by_token. The rule list stays raw JSON:
+// it is decoded only to compile it, once per saved version (see route).
 type webhook struct {
 	ID, EndpointID, Source, TrustMode, TargetQueue string
 	Secret                                         *string
-	Rules                                          []rules.Rule
-	DefaultAction                                  *rules.Action
-	Params                                         map[string]any
+	Rules, DefaultAction, Params                   []byte
 	RulesVersion                                   int64
 }
 
@@ -115,7 +114,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	headers := provider.SanitizeHeaders(r.Header)
 	contentType := r.Header.Get("Content-Type")
-	decision, trace := rc.route(ctx, hook, verdict, headers, contentType, body)
+	decision := rc.route(ctx, hook, verdict, headers, contentType, body)
 	disposition := "delivered"
 	switch {
 	case decision.Faulted:
@@ -124,7 +123,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		disposition = "dropped"
 	}
 
-	res, err := rc.store(ctx, hook, verdict, headers, contentType, body, disposition, decision, trace)
+	res, err := rc.store(ctx, hook, verdict, headers, contentType, body, disposition, decision)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "SB503":
@@ -155,59 +154,58 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rc *Receiver) lookup(ctx context.Context, token string) (*webhook, error) {
-	var (
-		h                    webhook
-		rulesJSON, defAction []byte
-		params               []byte
-	)
+	var h webhook
 	err := rc.pool.QueryRow(ctx,
 		`SELECT webhook_id, endpoint_id, source_type, trust_mode, signing_secret, target_queue,
 		        rules, default_action, rule_params, rules_version
 		   FROM switchboard.webhook_by_token($1)`, token).
 		Scan(&h.ID, &h.EndpointID, &h.Source, &h.TrustMode, &h.Secret, &h.TargetQueue,
-			&rulesJSON, &defAction, &params, &h.RulesVersion)
+			&h.Rules, &h.DefaultAction, &h.Params, &h.RulesVersion)
 	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(rulesJSON, &h.Rules); err != nil {
-		return nil, err
-	}
-	if len(defAction) > 0 && string(defAction) != "null" {
-		h.DefaultAction = new(rules.Action)
-		if err := json.Unmarshal(defAction, h.DefaultAction); err != nil {
-			return nil, err
-		}
-	}
-	if err := json.Unmarshal(params, &h.Params); err != nil {
 		return nil, err
 	}
 	return &h, nil
 }
 
+// compile decodes a stored rule list and compiles it (the rules cache calls it once per version).
+func (h *webhook) compile() (*rules.Program, error) {
+	var (
+		list   []rules.Rule
+		def    *rules.Action
+		params map[string]any
+	)
+	if err := json.Unmarshal(h.Rules, &list); err != nil {
+		return nil, err
+	}
+	if len(h.DefaultAction) > 0 {
+		if err := json.Unmarshal(h.DefaultAction, &def); err != nil {
+			return nil, err
+		}
+	}
+	if err := json.Unmarshal(h.Params, &params); err != nil {
+		return nil, err
+	}
+	return rules.Compile(list, def, params)
+}
+
 // route evaluates the webhook's rules (compiled once per saved version) and returns the decision
 // with its trace. Without rules every target gets the webhook's own queue.
 func (rc *Receiver) route(ctx context.Context, hook *webhook, v provider.Verdict, headers map[string]string,
-	contentType string, body []byte) (rules.Decision, rules.Trace) {
-	if len(hook.Rules) == 0 && hook.DefaultAction == nil {
-		return rules.Decision{Disposition: "default"},
-			rules.Trace{Stage: "default", Action: &rules.Action{Queue: hook.TargetQueue}}
+	contentType string, body []byte) rules.Decision {
+	d := rules.Decision{Disposition: rules.DispositionDefault, Trace: rules.Trace{Stage: rules.StageDefault}}
+	if string(hook.Rules) != "[]" || len(hook.DefaultAction) > 0 {
+		prog, err := rc.rules.Get(hook.ID, hook.RulesVersion, hook.compile)
+		if err != nil {
+			// A stored list that no longer compiles fails closed, like a rule error.
+			return rules.Decision{Faulted: true, Disposition: rules.DispositionFaulted,
+				Trace: rules.Trace{Stage: rules.StageFault, Cause: "compile"}}
+		}
+		env := rules.Envelope(hook.Source, v.EventType, hook.ID, hook.TrustMode, v.Verified, contentType,
+			len(body), headers, body)
+		d = prog.Evaluate(ctx, env)
 	}
-	prog, err := rc.rules.Get(hook.ID, hook.RulesVersion, func() (*rules.Program, error) {
-		return rules.Compile(hook.Rules, hook.DefaultAction, hook.Params)
-	})
-	if err != nil {
-		// A stored list that no longer compiles fails closed, like a rule error.
-		return rules.Decision{Faulted: true, Disposition: "faulted"}, rules.Trace{Stage: "fault", Cause: "compile"}
-	}
-	env := rules.Envelope(hook.Source, v.EventType, hook.ID, hook.TrustMode, v.Verified, contentType,
-		len(body), headers, body)
-	d := prog.Evaluate(ctx, env)
-	// No rule matched and there is no default action: the trace names the effective action, the
-	// webhook's own queue (the evaluator reports an empty action here, not a nil one).
-	if d.Trace.Stage == "default" && (d.Trace.Action == nil || d.Trace.Action.Queue == "" && !d.Trace.Action.Drop) {
-		d.Trace.Action = &rules.Action{Queue: hook.TargetQueue}
-	}
-	return d, d.Trace
+	d.NameQueue(hook.TargetQueue)
+	return d
 }
 
 type ingestResult struct {
@@ -225,12 +223,12 @@ type ingestResult struct {
 }
 
 func (rc *Receiver) store(ctx context.Context, hook *webhook, v provider.Verdict, headers map[string]string,
-	contentType string, body []byte, disposition string, d rules.Decision, trace rules.Trace) (*ingestResult, error) {
+	contentType string, body []byte, disposition string, d rules.Decision) (*ingestResult, error) {
 	headersJSON, err := json.Marshal(headers)
 	if err != nil {
 		return nil, err
 	}
-	traceJSON, err := json.Marshal(trace)
+	traceJSON, err := json.Marshal(d.Trace)
 	if err != nil {
 		return nil, err
 	}
@@ -250,9 +248,6 @@ func (rc *Receiver) store(ctx context.Context, hook *webhook, v provider.Verdict
 	var res ingestResult
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, err
-	}
-	if res.Todos == nil {
-		res.Todos = res.Todos[:0]
 	}
 	return &res, nil
 }

@@ -68,6 +68,15 @@ type Decision struct {
 	Trace       Trace    `json:"-"`
 }
 
+// NameQueue writes the webhook's own queue into the trace where neither a rule nor a default
+// action named one (no rules, or no match and no default action), so a stored trace always says
+// where the delivery went.
+func (d *Decision) NameQueue(target string) {
+	if d.Trace.Stage == StageDefault && (d.Trace.Action == nil || d.Trace.Action.Queue == "" && !d.Trace.Action.Drop) {
+		d.Trace.Action = &Action{Queue: target}
+	}
+}
+
 type compiledRule struct {
 	id, name string
 	code     *gojq.Code
