@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // An expired lease goes back to pending through reap() while attempts remain, and is
@@ -289,5 +291,56 @@ func TestReapConcurrent(t *testing.T) {
 	}
 	if pending != total || ok != total {
 		t.Fatalf("after reaping: pending=%d clean=%d, want %d", pending, ok, total)
+	}
+}
+
+// The holder verbs (complete, fail, heartbeat, release) find their todo through the primary key
+// in the generic plan PL/pgSQL caches, never by walking the lease index: with a lease index
+// partial on state = 'claimed', holds()'s own state = 'claimed' made that index look cheaper,
+// and each completion walked every lease entry since the last vacuum.
+func TestHolderVerbsUsePrimaryKey(t *testing.T) {
+	t.Parallel()
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	d.exec(`INSERT INTO switchboard.todos (endpoint_id, queue, title, max_attempts)
+	        SELECT $1, 'inbox', 'todo ' || g, 5 FROM generate_series(1, 500) g`, ep)
+	var held string
+	for i := 0; i < 50; i++ { // leave lease-index entries behind, and one live lease
+		held = d.mustCall("SELECT switchboard.claim_next($1)", ep)["todo"].(map[string]any)["id"].(string)
+		if i < 49 {
+			d.mustCall("SELECT switchboard.complete($1, $2)", ep, held)
+		}
+	}
+	d.exec("ANALYZE switchboard.todos")
+
+	c := connect(t, d.URL)
+	if _, err := c.Exec(ctx(), `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx(), `PREPARE holder(uuid, uuid, text) AS
+		UPDATE switchboard.todos u SET updated_at = now()
+		  FROM switchboard.scope($1) g
+		 WHERE u.id = $2 AND u.endpoint_id = $1 AND switchboard.holds(u, g.queues, g.owner, $3)`); err != nil {
+		t.Fatal(err)
+	}
+	// EXPLAIN takes no bind parameters: pgx interpolates them (simple protocol).
+	rows, err := c.Query(ctx(), `EXPLAIN EXECUTE holder($1, $2, NULL)`, pgx.QueryExecModeSimpleProtocol, ep, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "todos_pkey") || strings.Contains(text, "todos_leases") {
+		t.Fatalf("holder verb plan does not look the todo up by primary key:\n%s", text)
 	}
 }

@@ -1,0 +1,276 @@
+-- The holder verbs in one statement each, and a lease index the planner cannot misuse.
+--
+-- Found by profiling the claim_next+complete drain (README, "Where the time goes"):
+--
+-- 1. todos_leases was partial on state = 'claimed'. holds() says state = 'claimed' too, so a
+--    generic plan of complete, fail, heartbeat or release could pick that index over the
+--    primary key and walk every lease entry, dead ones included, to find one id: the cost of a
+--    completion grew with the number of claims since the last vacuum. The index is now partial
+--    on its own key (lease_expires_at IS NOT NULL), which a deadline comparison implies and an
+--    id lookup does not; a CHECK keeps "claimed" and "has a lease" the same set.
+-- 2. Each verb looked up its caller with a nested PL/pgSQL call (caller()) and its lease length
+--    with two more (lease_interval() -> setting() twice). switchboard.scope() is a SQL row
+--    source the planner inlines into the verb's own UPDATE, so the happy path of a holder verb
+--    is one statement; the reason for a refusal is looked up only when nothing matched.
+
+ALTER TABLE switchboard.todos
+    ADD CONSTRAINT todos_lease_iff_claimed CHECK ((state = 'claimed') = (lease_expires_at IS NOT NULL));
+
+DROP INDEX switchboard.todos_leases;
+-- Takeover and reaper paths: in-flight leases only, keyed by deadline.
+CREATE INDEX todos_leases ON switchboard.todos (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
+
+-- What an active endpoint may do, as a row source: its granted queues, the owner string of its
+-- agent, and the lease a claim or heartbeat gets (the call's ask, else the endpoint's default,
+-- else lease_default_seconds; clamped to 1..lease_max_seconds). No row when the endpoint is
+-- unknown or revoked. A set-returning SQL function so the planner inlines it into the caller's
+-- statement (a scalar SQL function with a subquery would not be inlined).
+CREATE FUNCTION switchboard.scope(p_endpoint uuid, p_lease_ask int DEFAULT NULL)
+RETURNS TABLE (queues text[], owner text, lease interval)
+LANGUAGE sql STABLE AS $$
+    SELECT e.queues,
+           'agent:' || e.agent_id,
+           make_interval(secs => greatest(1, least(
+               coalesce(p_lease_ask, e.lease_ttl_seconds,
+                        (SELECT s.value FROM switchboard.settings s WHERE s.key = 'lease_default_seconds')),
+               (SELECT s.value FROM switchboard.settings s WHERE s.key = 'lease_max_seconds'))))
+      FROM switchboard.endpoints e
+     WHERE e.id = p_endpoint AND e.state = 'active'
+$$;
+COMMENT ON FUNCTION switchboard.scope(uuid, int) IS
+  'Row source (inlined by the planner): granted queues, agent owner and lease interval of an active endpoint; no row when revoked or unknown.';
+
+-- Why a todo verb found nothing to change: forbidden (endpoint not active), not_found (unknown
+-- or another endpoint's todo), forbidden (queue outside the grant), else conflict. Read-only.
+DROP FUNCTION switchboard.refuse_todo(uuid, uuid, text[]);
+CREATE FUNCTION switchboard.refuse_todo(p_endpoint uuid, p_todo uuid) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_queues text[] := (switchboard.caller(p_endpoint)).queues;
+    v_queue  text;
+BEGIN
+    SELECT queue INTO v_queue FROM switchboard.todos WHERE id = p_todo AND endpoint_id = p_endpoint;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('not_found', 'todo not found');
+    ELSIF NOT v_queue = ANY (v_queues) THEN
+        PERFORM switchboard.refuse('forbidden', 'todo queue is outside the granted queues');
+    END IF;
+    PERFORM switchboard.refuse('conflict', 'todo is not in a state that allows this, or is held by another worker');
+END
+$$;
+COMMENT ON FUNCTION switchboard.refuse_todo(uuid, uuid) IS
+  'Raises the refusal for a todo verb that matched no row: forbidden (endpoint not active), not_found (unknown or foreign), forbidden (queue outside grant), else conflict.';
+
+CREATE OR REPLACE FUNCTION switchboard.get_todo(p_endpoint uuid, p_todo uuid) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_todo jsonb;
+BEGIN
+    SELECT switchboard.todo_json(t, true) || jsonb_build_object('result', t.result)
+      INTO v_todo
+      FROM switchboard.todos t, switchboard.scope(p_endpoint) g
+     WHERE t.id = p_todo AND t.endpoint_id = p_endpoint AND t.queue = ANY (g.queues);
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse_todo(p_endpoint, p_todo);
+    END IF;
+    RETURN v_todo;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION switchboard.claim(
+    p_endpoint uuid, p_todo uuid, p_lease_ttl_seconds int DEFAULT NULL, p_require_fence boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_token text;
+    v_todo  jsonb;
+BEGIN
+    IF p_require_fence THEN
+        v_token := switchboard.new_token('sbl_');
+    END IF;
+    UPDATE switchboard.todos u
+       SET state            = 'claimed',
+           owner            = g.owner,
+           lease_expires_at = now() + g.lease,
+           lease_token_hash = sha256(convert_to(v_token, 'UTF8')),
+           attempt          = u.attempt + 1,
+           next_retry_at    = NULL,
+           updated_at       = now()
+      FROM switchboard.scope(p_endpoint, p_lease_ttl_seconds) g
+     WHERE u.id = p_todo AND u.endpoint_id = p_endpoint
+       AND u.queue = ANY (g.queues)
+       AND u.attempt < u.max_attempts
+       AND (u.state = 'pending'
+            OR (u.state = 'claimed' AND u.lease_expires_at < now())
+            OR (u.state = 'failed' AND u.next_retry_at <= now()))
+    RETURNING switchboard.todo_json(u, true) INTO v_todo;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse_todo(p_endpoint, p_todo);
+    END IF;
+    RETURN jsonb_strip_nulls(jsonb_build_object('lease_token', v_token)) || v_todo;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION switchboard.claim_next(
+    p_endpoint uuid, p_queue text DEFAULT NULL, p_lease_ttl_seconds int DEFAULT NULL,
+    p_require_fence boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_queues text[];
+    v_owner  text;
+    v_lease  interval;
+    v_token  text;
+    v_todo   jsonb;
+BEGIN
+    SELECT g.queues, g.owner, g.lease INTO v_queues, v_owner, v_lease
+      FROM switchboard.scope(p_endpoint, p_lease_ttl_seconds) g;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
+    END IF;
+    IF p_queue IS NOT NULL THEN
+        IF NOT p_queue = ANY (v_queues) THEN
+            PERFORM switchboard.refuse('forbidden', 'queue is outside the granted queues');
+        END IF;
+        v_queues := ARRAY[p_queue];
+    END IF;
+
+    -- Take over this endpoint's expired leases and due retries first, so that no work waits for
+    -- the reaper and they compete with pending work in created_at order. The takeovers write, so
+    -- they run only when a cheap probe of the in-flight indexes finds something to take over.
+    IF EXISTS (SELECT 1 FROM switchboard.todos
+                WHERE state = 'claimed' AND lease_expires_at < now() AND endpoint_id = p_endpoint) THEN
+        PERFORM switchboard.requeue_expired(p_endpoint);
+    END IF;
+    IF EXISTS (SELECT 1 FROM switchboard.todos WHERE next_retry_at <= now() AND endpoint_id = p_endpoint) THEN
+        PERFORM switchboard.release_retries(p_endpoint);
+    END IF;
+
+    IF p_require_fence THEN
+        v_token := switchboard.new_token('sbl_');
+    END IF;
+    UPDATE switchboard.todos u
+       SET state            = 'claimed',
+           owner            = v_owner,
+           lease_expires_at = now() + v_lease,
+           lease_token_hash = sha256(convert_to(v_token, 'UTF8')),
+           attempt          = u.attempt + 1,
+           updated_at       = now()
+     WHERE u.id = (SELECT c.id
+                     FROM switchboard.todos c
+                    WHERE c.endpoint_id = p_endpoint AND c.queue = ANY (v_queues) AND c.state = 'pending'
+                      AND c.attempt < c.max_attempts
+                    ORDER BY c.created_at, c.id
+                    LIMIT 1
+                      FOR UPDATE SKIP LOCKED)
+    RETURNING switchboard.todo_json(u, true) INTO v_todo;
+    IF NOT FOUND THEN
+        RETURN '{"empty": true}'::jsonb;
+    END IF;
+    RETURN jsonb_strip_nulls(jsonb_build_object('empty', false, 'lease_token', v_token))
+        || jsonb_build_object('todo', v_todo);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION switchboard.heartbeat(
+    p_endpoint uuid, p_todo uuid, p_lease_ttl_seconds int DEFAULT NULL, p_lease_token text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_todo jsonb;
+BEGIN
+    UPDATE switchboard.todos u
+       SET lease_expires_at = now() + g.lease,
+           updated_at       = now()
+      FROM switchboard.scope(p_endpoint, p_lease_ttl_seconds) g
+     WHERE u.id = p_todo AND u.endpoint_id = p_endpoint
+       AND switchboard.holds(u, g.queues, g.owner, p_lease_token)
+    RETURNING switchboard.todo_json(u) INTO v_todo;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse_todo(p_endpoint, p_todo);
+    END IF;
+    RETURN v_todo;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION switchboard.complete(
+    p_endpoint uuid, p_todo uuid, p_result jsonb DEFAULT NULL, p_lease_token text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_todo jsonb;
+BEGIN
+    UPDATE switchboard.todos u
+       SET state = 'done', result = p_result, completed_at = now(),
+           lease_expires_at = NULL, lease_token_hash = NULL, updated_at = now()
+      FROM switchboard.scope(p_endpoint) g
+     WHERE u.id = p_todo AND u.endpoint_id = p_endpoint
+       AND switchboard.holds(u, g.queues, g.owner, p_lease_token)
+    RETURNING switchboard.todo_json(u) INTO v_todo;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse_todo(p_endpoint, p_todo);
+    END IF;
+    RETURN v_todo;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION switchboard.fail(
+    p_endpoint uuid, p_todo uuid, p_result jsonb DEFAULT NULL, p_lease_token text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_todo jsonb;
+BEGIN
+    UPDATE switchboard.todos u
+       SET state            = 'failed',
+           result           = p_result,
+           next_retry_at    = CASE WHEN u.attempt < u.max_attempts THEN now() + switchboard.backoff(u.attempt) END,
+           completed_at     = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE now() END,
+           lease_expires_at = NULL,
+           lease_token_hash = NULL,
+           updated_at       = now()
+      FROM switchboard.scope(p_endpoint) g
+     WHERE u.id = p_todo AND u.endpoint_id = p_endpoint
+       AND switchboard.holds(u, g.queues, g.owner, p_lease_token)
+    RETURNING switchboard.todo_json(u) INTO v_todo;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse_todo(p_endpoint, p_todo);
+    END IF;
+    RETURN v_todo;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION switchboard.release(p_endpoint uuid, p_todo uuid, p_lease_token text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_state text;
+    v_todo  jsonb;
+BEGIN
+    -- A todo released on its last attempt could never be claimed again: it is dead-lettered.
+    UPDATE switchboard.todos u
+       SET state            = CASE WHEN u.attempt < u.max_attempts THEN 'pending' ELSE 'failed' END,
+           owner            = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE u.owner END,
+           result           = CASE WHEN u.attempt < u.max_attempts THEN u.result
+                                   ELSE '{"error": "released_without_attempts_left"}' END,
+           completed_at     = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE now() END,
+           lease_expires_at = NULL,
+           lease_token_hash = NULL,
+           ready_at         = now(),
+           updated_at       = now()
+      FROM switchboard.scope(p_endpoint) g
+     WHERE u.id = p_todo AND u.endpoint_id = p_endpoint
+       AND switchboard.holds(u, g.queues, g.owner, p_lease_token)
+    RETURNING u.state, switchboard.todo_json(u) INTO v_state, v_todo;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse_todo(p_endpoint, p_todo);
+    END IF;
+    IF v_state = 'pending' THEN
+        PERFORM switchboard.ring();
+    END IF;
+    RETURN v_todo;
+END
+$$;
+
+-- Superseded by scope().
+DROP FUNCTION switchboard.lease_interval(int, int);
