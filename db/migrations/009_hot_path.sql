@@ -12,6 +12,7 @@
 --    with two more (lease_interval() -> setting() twice). switchboard.scope() is a SQL row
 --    source the planner inlines into the verb's own UPDATE, so the happy path of a holder verb
 --    is one statement; the reason for a refusal is looked up only when nothing matched.
+-- 3. Every revocation notifies, whatever made it (see the trigger at the end).
 
 ALTER TABLE switchboard.todos
     ADD CONSTRAINT todos_lease_iff_claimed CHECK ((state = 'claimed') = (lease_expires_at IS NOT NULL));
@@ -274,3 +275,42 @@ $$;
 
 -- Superseded by scope().
 DROP FUNCTION switchboard.lease_interval(int, int);
+
+-- 3. MCP servers trust a session's credential until they hear that its endpoint was revoked
+--    (server/mcpapi, trustedSession). They must hear of every revocation, however it is made:
+--    endpoint_revoke() or a DBA's UPDATE. A trigger sends the notification, so no path can
+--    forget it (and endpoint_revoke() no longer sends its own).
+CREATE FUNCTION switchboard.notify_revoked() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('switchboard_revoked', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION switchboard.notify_revoked() IS
+  'Trigger: NOTIFY switchboard_revoked with the endpoint id when an endpoint leaves the active state.';
+
+CREATE TRIGGER endpoints_revoked
+    AFTER UPDATE OF state ON switchboard.endpoints
+    FOR EACH ROW WHEN (OLD.state = 'active' AND NEW.state <> 'active')
+    EXECUTE FUNCTION switchboard.notify_revoked();
+
+CREATE OR REPLACE FUNCTION switchboard.endpoint_revoke(p_endpoint uuid) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_count int;
+BEGIN
+    UPDATE switchboard.endpoints SET state = 'revoked', revoked_at = coalesce(revoked_at, now())
+     WHERE id = p_endpoint;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('not_found', 'unknown endpoint');
+    END IF;
+    UPDATE switchboard.todos
+       SET state = 'failed', next_retry_at = NULL, lease_expires_at = NULL, lease_token_hash = NULL,
+           result = '{"error": "endpoint_revoked"}', completed_at = now(), updated_at = now()
+     WHERE endpoint_id = p_endpoint
+       AND (state IN ('pending', 'claimed') OR next_retry_at IS NOT NULL);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN jsonb_build_object('endpoint_id', p_endpoint, 'state', 'revoked', 'todos_dead_lettered', v_count);
+END
+$$;

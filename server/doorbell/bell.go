@@ -16,6 +16,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"switchboard/server/metrics"
@@ -65,6 +66,9 @@ type Bell struct {
 
 	listening   chan struct{} // closed and replaced on each (re)connect; see Listening
 	allTrailing *time.Timer   // pending re-check of every endpoint (see ringAll)
+
+	connects atomic.Uint64 // LISTEN connections made so far
+	feed     atomic.Uint64 // the current connection's number while it is up, else 0 (see Epoch)
 }
 
 // endpoint is the bell's state for one endpoint with local sessions. Guarded by Bell.mu.

@@ -30,6 +30,12 @@ func (b *Bell) Listening() <-chan struct{} {
 	return b.listening
 }
 
+// Epoch identifies the LISTEN connection that delivers revocations: nonzero while it is up,
+// and different after every reconnect. Whatever was checked against the database while the
+// epoch stayed the same has heard of every revocation since (OnRevoked); across a change of
+// epoch, notifications may have been lost.
+func (b *Bell) Epoch() uint64 { return b.feed.Load() }
+
 // listen keeps one connection LISTENing, reconnecting with backoff. After every (re)connect it
 // re-reads the ready todos of every endpoint with sessions here, since notifications sent while
 // it was away are lost.
@@ -51,6 +57,7 @@ func (b *Bell) listen() {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		b.feed.Store(b.connects.Add(1))
 		b.m.DoorbellReconnects.Inc()
 		b.refreshWindow()
 		b.mu.Lock()
@@ -60,6 +67,7 @@ func (b *Bell) listen() {
 
 		err = b.wait(conn)
 
+		b.feed.Store(0)
 		b.mu.Lock()
 		b.listening = make(chan struct{})
 		b.mu.Unlock()

@@ -1,7 +1,8 @@
 // Package mcpapi serves the agent surface: MCP over Streamable HTTP at /mcp/{slug}
 // (contract §4), built on github.com/modelcontextprotocol/go-sdk.
 //
-// Each request is authenticated by its bearer credential (one SQL call). Each endpoint gets
+// Each request is authenticated by its bearer credential: one SQL call, or none for a request
+// on a session the database already vouched for (see trustedSession). Each endpoint gets
 // its own mcp.Server holding exactly its allowlisted tools, and its own session table, so a
 // session can only be used through the endpoint that created it. Sessions run on the SDK's
 // StreamableServerTransport, connected here (rather than through StreamableHTTPHandler) so
@@ -10,6 +11,7 @@ package mcpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -62,9 +64,11 @@ type Handler struct {
 	m        *metrics.Metrics
 	baseHost string
 
-	mu      sync.Mutex
-	entries map[string]*endpointEntry // by endpoint id
-	closing bool
+	mu       sync.Mutex
+	entries  map[string]*endpointEntry // by endpoint id
+	sessions map[string]*session       // every live session, by id
+	revoked  map[string]time.Time      // endpoints revoked while this process ran (see acquire)
+	closing  bool
 
 	callSeq atomic.Uint64
 	calls   sync.Map // call id → *requestLog (see tool handler)
@@ -99,8 +103,8 @@ func New(o Options) *Handler {
 	}
 	h := &Handler{
 		o: o, log: o.Log, m: o.Metrics,
-		entries: map[string]*endpointEntry{},
-		stop:    make(chan struct{}), done: make(chan struct{}),
+		entries: map[string]*endpointEntry{}, sessions: map[string]*session{}, revoked: map[string]time.Time{},
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if u, err := url.Parse(o.BaseURL); err == nil {
 		h.baseHost = strings.ToLower(u.Hostname())
@@ -185,17 +189,36 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds 1 MiB")
 		return
 	}
-	ep, ok := h.authenticate(w, r)
+	hash, ok := bearer(r)
 	if !ok {
+		unauthenticated(w)
+		return
+	}
+	// The epoch is read before the database is: a revocation it might miss is one whose
+	// notification this epoch delivers.
+	v := &verified{hash: hash, epoch: h.epoch()}
+	ep, trusted := h.trustedSession(r, hash)
+	if trusted {
+		v = nil // nothing new learnt
+	} else if ep, ok = h.authenticate(w, r, hash); !ok {
 		return
 	}
 	rec.endpoint = ep.ID
+	if trusted {
+		h.m.Authentications.WithLabelValues("session").Inc()
+	} else {
+		h.m.Authentications.WithLabelValues("database").Inc()
+	}
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	}
 
-	e := h.acquire(ep)
-	if e == nil {
+	e, status := h.acquire(ep)
+	switch status {
+	case http.StatusUnauthorized:
+		unauthenticated(w)
+		return
+	case http.StatusServiceUnavailable:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "server is shutting down")
 		return
 	}
@@ -203,9 +226,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 	switch r.Method {
 	case http.MethodPost:
-		h.servePOST(w, r, e, rec)
+		h.servePOST(w, r, e, rec, v)
 	case http.MethodGet:
-		h.serveGET(w, r, e)
+		h.serveGET(w, r, e, v)
 	case http.MethodDelete:
 		h.serveDELETE(w, r, e)
 	default:
@@ -214,15 +237,56 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authenticate resolves the bearer credential (one SQL call). Cookies are never read.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (store.Endpoint, bool) {
+// bearer returns the SHA-256 of the request's bearer credential. Cookies are never read.
+func bearer(r *http.Request) ([]byte, bool) {
 	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	cred = strings.TrimSpace(cred)
 	if !strings.EqualFold(scheme, "Bearer") || cred == "" {
-		unauthenticated(w)
+		return nil, false
+	}
+	return store.CredentialHash(cred), true
+}
+
+// verified is what a database lookup established for a request: its credential hash was
+// active at the lookup, which began in epoch (see Handler.epoch).
+type verified struct {
+	hash  []byte
+	epoch uint64
+}
+
+// epoch is the revocation feed's (doorbell.Bell.Epoch); 0, trusting nothing, without a bell.
+func (h *Handler) epoch() uint64 {
+	if h.o.Bell == nil {
+		return 0
+	}
+	return h.o.Bell.Epoch()
+}
+
+// trustedSession authenticates without the database a request on a live session of this path
+// whose credential (the same hash) the database confirmed during the current epoch of the
+// revocation feed. Revoking an endpoint closes its sessions here as soon as the notification
+// arrives (Revoke), and the SQL of every tool checks that the endpoint is active in the same
+// transaction, so trusting the session loses nothing: a revoked credential is refused by the
+// database at once and gets 401 from this process one notification later. A feed that was
+// down, or came back, may have missed a revocation: then every session is checked again.
+func (h *Handler) trustedSession(r *http.Request, hash []byte) (store.Endpoint, bool) {
+	id, epoch := r.Header.Get(sessionHeader), h.epoch()
+	if id == "" || epoch == 0 {
 		return store.Endpoint{}, false
 	}
-	ep, ok, err := h.o.Store.ResolveCredential(r.Context(), store.CredentialHash(cred))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.sessions[id]
+	if s == nil || s.verified != epoch || s.entry.revoked || s.entry.ep.Slug != r.PathValue("slug") ||
+		subtle.ConstantTimeCompare(s.cred, hash) != 1 {
+		return store.Endpoint{}, false
+	}
+	return s.entry.ep, true
+}
+
+// authenticate resolves a credential hash with one SQL call.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []byte) (store.Endpoint, bool) {
+	ep, ok, err := h.o.Store.ResolveCredential(r.Context(), hash)
 	if err != nil {
 		h.log.Error("credential lookup failed", "err", store.Classify(err).Unwrap())
 		writeError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")
@@ -307,9 +371,12 @@ func (h *Handler) Close() {
 	}
 }
 
-// Revoke closes the live sessions of an endpoint (its credential no longer resolves).
+// Revoke closes the live sessions of an endpoint (its credential no longer resolves). The
+// endpoint stays known as revoked for a while, so that a request whose credential lookup
+// raced the revocation cannot open a new session for it (acquire).
 func (h *Handler) Revoke(endpointID string) {
 	h.mu.Lock()
+	h.revoked[endpointID] = time.Now()
 	e := h.entries[endpointID]
 	var all []*session
 	if e != nil {

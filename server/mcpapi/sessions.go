@@ -39,7 +39,7 @@ type endpointEntry struct {
 	revoked  bool
 }
 
-// session is one MCP session. streams and lastSeen are guarded by Handler.mu.
+// session is one MCP session. streams, lastSeen, cred and verified are guarded by Handler.mu.
 type session struct {
 	id        string
 	entry     *endpointEntry
@@ -48,14 +48,27 @@ type session struct {
 	bell      *doorbell.Session
 	streams   int
 	lastSeen  time.Time
+	cred      []byte // credential hash the database last confirmed for this session
+	verified  uint64 // the revocation feed's epoch of that confirmation (see trustedSession)
 }
 
-// acquire returns the endpoint's entry (creating it) and holds it for one request.
-func (h *Handler) acquire(ep store.Endpoint) *endpointEntry {
+// vouch records a database confirmation of the session's credential. h.mu must be held.
+func (s *session) vouch(v *verified) {
+	if v != nil {
+		s.cred, s.verified = v.hash, v.epoch
+	}
+}
+
+// acquire returns the endpoint's entry (creating it) and holds it for one request; the status
+// is 503 while shutting down and 401 for an endpoint revoked here since its lookup began.
+func (h *Handler) acquire(ep store.Endpoint) (*endpointEntry, int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
-		return nil
+		return nil, http.StatusServiceUnavailable
+	}
+	if _, gone := h.revoked[ep.ID]; gone {
+		return nil, http.StatusUnauthorized
 	}
 	e := h.entries[ep.ID]
 	if e == nil {
@@ -64,7 +77,7 @@ func (h *Handler) acquire(ep store.Endpoint) *endpointEntry {
 	}
 	e.refs++
 	e.lastUsed = time.Now()
-	return e
+	return e, http.StatusOK
 }
 
 func (h *Handler) release(e *endpointEntry) {
@@ -223,7 +236,9 @@ func versionOK(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, e *endpointEntry) *session {
+// lookup finds the request's session of endpoint e, recording what the request's credential
+// lookup established (v, nil when the session was trusted).
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified) *session {
 	id := r.Header.Get(sessionHeader)
 	if id == "" {
 		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Mcp-Session-Id header required")
@@ -233,6 +248,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, e *endpointEntr
 	s := e.sessions[id]
 	if s != nil {
 		s.lastSeen = time.Now()
+		s.vouch(v)
 	}
 	h.mu.Unlock()
 	if s == nil {
@@ -242,7 +258,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, e *endpointEntr
 	return s
 }
 
-func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, e *endpointEntry, rec *requestLog) {
+func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, e *endpointEntry, rec *requestLog, v *verified) {
 	if !checkPOST(w, r) || !versionOK(w, r) {
 		return
 	}
@@ -252,16 +268,16 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, e *endpointE
 	defer h.calls.Delete(callID)
 
 	if r.Header.Get(sessionHeader) == "" {
-		h.newSession(w, r, e)
+		h.newSession(w, r, e, v)
 		return
 	}
-	if s := h.lookup(w, r, e); s != nil {
+	if s := h.lookup(w, r, e, v); s != nil {
 		s.transport.ServeHTTP(w, r)
 	}
 }
 
 // newSession starts a session for a POST without a session id (normally initialize).
-func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpointEntry) {
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified) {
 	if v := r.Header.Get(versionHeader); v >= newProtocol {
 		refuseNewProtocol(w, r, v)
 		return
@@ -286,6 +302,8 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpoint
 		return
 	}
 	e.sessions[id] = s
+	h.sessions[id] = s
+	s.vouch(v)
 	if h.o.Bell != nil {
 		s.bell = h.o.Bell.Attach(e.ep.ID, id, ct.notify)
 	}
@@ -330,6 +348,7 @@ func (h *Handler) dropSession(s *session) {
 	removed := e.sessions[s.id] == s
 	if removed {
 		delete(e.sessions, s.id)
+		delete(h.sessions, s.id)
 	}
 	h.mu.Unlock()
 	if removed {
@@ -341,7 +360,7 @@ func (h *Handler) dropSession(s *session) {
 }
 
 // serveGET serves the session's standalone SSE stream, which carries the doorbell.
-func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEntry) {
+func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified) {
 	if _, stream := accepts(r); !stream {
 		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Accept must include text/event-stream")
 		return
@@ -349,7 +368,7 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEn
 	if !versionOK(w, r) {
 		return
 	}
-	s := h.lookup(w, r, e)
+	s := h.lookup(w, r, e, v)
 	if s == nil {
 		return
 	}
@@ -410,7 +429,7 @@ func (w *streamWriter) Flush() {
 func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, e *endpointEntry) {
-	s := h.lookup(w, r, e)
+	s := h.lookup(w, r, e, nil)
 	if s == nil {
 		return
 	}
@@ -439,6 +458,12 @@ func (h *Handler) sweep() {
 				}
 				if e.refs == 0 && len(e.sessions) == 0 && now.Sub(e.lastUsed) > entryIdleAfter {
 					delete(h.entries, id)
+				}
+			}
+			// Long after any credential lookup that could have raced the revocation.
+			for id, at := range h.revoked {
+				if now.Sub(at) > entryIdleAfter {
+					delete(h.revoked, id)
 				}
 			}
 			h.mu.Unlock()

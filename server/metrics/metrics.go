@@ -20,6 +20,9 @@ type Metrics struct {
 	HTTPRequests *prometheus.CounterVec
 	// Sessions is the number of live MCP sessions in this process.
 	Sessions prometheus.Gauge
+	// Authentications counts accepted MCP requests by how their credential was checked:
+	// database (switchboard.endpoint_resolve) or session (vouched for earlier, see mcpapi).
+	Authentications *prometheus.CounterVec
 
 	// Ingest counts webhook deliveries by source and status (for the webhook receiver).
 	Ingest *prometheus.CounterVec
@@ -58,6 +61,10 @@ func New() *Metrics {
 		Sessions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "switchboard_mcp_sessions", Help: "Live MCP sessions in this process.",
 		}),
+		Authentications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_mcp_authentications_total",
+			Help: "Accepted MCP requests by how the credential was checked: database or session.",
+		}, []string{"via"}),
 		Ingest: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_ingest_total", Help: "Webhook deliveries by source and status.",
 		}, []string{"source", "status"}),
@@ -90,7 +97,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.Ingest,
+		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.Authentications, m.Ingest,
 		m.DoorbellSent, m.DoorbellDropped, m.DoorbellReconnects, m.Reaped, m.ReaperRuns,
 	)
 	return m

@@ -115,3 +115,59 @@ func TestRevocationClosesLiveSessions(t *testing.T) {
 		t.Fatalf("call after revocation: %v", err)
 	}
 }
+
+// After the database vouched for a session's credential, requests on that session are
+// authenticated without it, until a revocation is heard (made any way, even by a DBA's UPDATE)
+// or the revocation feed reconnects (it may have missed one): then the database is asked again.
+func TestSessionCredentialVouched(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := e.connect(t, ep, &agentclientOptionsNoStream)
+	viaDB := func() float64 { return metricValue(t, e.base, `switchboard_mcp_authentications_total{via="database"}`) }
+	viaSession := func() float64 { return metricValue(t, e.base, `switchboard_mcp_authentications_total{via="session"}`) }
+
+	db, sess := viaDB(), viaSession()
+	for i := 0; i < 10; i++ {
+		if _, err := c.Call(ctxT(t), "list_todos", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, s := viaDB()-db, viaSession()-sess; d != 0 || s != 10 {
+		t.Fatalf("10 calls on a vouched session: %v database lookups, %v session; want 0 and 10", d, s)
+	}
+
+	// The feed breaks and comes back: the next request is checked by the database again.
+	var feed int
+	if err := e.pool.QueryRow(ctxT(t), `SELECT pid FROM pg_stat_activity WHERE application_name = 'switchboard-doorbell'
+		AND datname = current_database()`).Scan(&feed); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`SELECT pg_terminate_backend($1)`, feed)
+	eventually(t, 10*time.Second, "doorbell reconnected", func() bool {
+		var n int
+		_ = e.pool.QueryRow(ctxT(t), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'switchboard-doorbell'
+			AND datname = current_database() AND pid <> $1`, feed).Scan(&n)
+		return n == 1
+	})
+	<-e.srv.Doorbell().Listening()
+	db = viaDB()
+	for i := 0; i < 3; i++ {
+		if _, err := c.Call(ctxT(t), "list_todos", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := viaDB() - db; d != 1 {
+		t.Fatalf("3 calls after the feed reconnected: %v database lookups, want 1", d)
+	}
+
+	// A DBA revokes by hand: the trigger notifies, the session closes, the credential gets 401.
+	sid := c.Session.ID()
+	e.exec(`UPDATE switchboard.endpoints SET state = 'revoked', revoked_at = now() WHERE id = $1`, ep.ID)
+	eventually(t, 5*time.Second, "sessions closed", func() bool { return e.srv.MCP().SessionCount(ep.ID) == 0 })
+	hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
+	for k, v := range mcpHeaders {
+		hdr[k] = v
+	}
+	list := `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`
+	wantUnauthenticated(t, rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(list), hdr))
+}
