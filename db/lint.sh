@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SQL lint: plpgsql_check over every PL/pgSQL function of the schema, in a scratch database
-# migrated from scratch. Any error or warning fails. Needs bin/switchboard (make build) and
-# SWITCHBOARD_TEST_DATABASE_URL (an admin URL; make lint sets it).
+# migrated from scratch. Any error or warning fails. Trigger functions are checked against the
+# table of their trigger. Needs SWITCHBOARD_TEST_DATABASE_URL (an admin URL; make lint sets it);
+# builds the migrations into a fresh binary unless SWITCHBOARD_BIN names one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 admin=${SWITCHBOARD_TEST_DATABASE_URL:?admin database URL}
@@ -10,8 +11,11 @@ name=switchboard_lint_$$
 scratch=$(echo "$admin" | sed -E "s#/[^/?]*(\?|$)#/$name\1#")
 "$psql" -qX "$admin" -c "CREATE DATABASE $name" >/dev/null
 trap '"$psql" -qX "$admin" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null' EXIT
-sb=${SWITCHBOARD_BIN:-bin/switchboard}
-[ -x "$sb" ] || go build -o "$sb" ./cmd/switchboard
+sb=${SWITCHBOARD_BIN:-}
+if [ -z "$sb" ]; then # never lint the migrations of a stale binary
+	sb=bin/switchboard
+	go build -o "$sb" ./cmd/switchboard
+fi
 DATABASE_URL=$scratch "$sb" migrate >/dev/null
 report=$("$psql" -qXAt -v ON_ERROR_STOP=1 "$scratch" <<'SQL'
 CREATE EXTENSION IF NOT EXISTS plpgsql_check;
@@ -20,8 +24,9 @@ SELECT p.oid::regprocedure || ': ' || c.level || ': ' || c.message
   FROM pg_proc p
   JOIN pg_namespace n ON n.oid = p.pronamespace
   JOIN pg_language l ON l.oid = p.prolang AND l.lanname = 'plpgsql'
- CROSS JOIN LATERAL plpgsql_check_function_tb(p.oid, extra_warnings => true) c
- WHERE n.nspname = 'switchboard' AND p.prorettype <> 'trigger'::regtype
+ LEFT JOIN LATERAL (SELECT min(t.tgrelid) AS relid FROM pg_trigger t WHERE t.tgfoid = p.oid) tg ON true
+ CROSS JOIN LATERAL plpgsql_check_function_tb(p.oid, coalesce(tg.relid, 0), extra_warnings => true) c
+ WHERE n.nspname = 'switchboard'
  ORDER BY 1;
 SQL
 )

@@ -314,3 +314,49 @@ BEGIN
     RETURN jsonb_build_object('endpoint_id', p_endpoint, 'state', 'revoked', 'todos_dead_lettered', v_count);
 END
 $$;
+
+-- 4. The `next` option of complete, fail and release (contract §4.4) as one function: one
+--    statement per todo for an agent draining a queue, instead of a pipelined
+--    BEGIN / verb / SAVEPOINT / claim_next / COMMIT from Go.
+CREATE FUNCTION switchboard.finish_and_claim_next(
+    p_endpoint uuid, p_todo uuid, p_verb text, p_result jsonb DEFAULT NULL, p_lease_token text DEFAULT NULL,
+    p_queue text DEFAULT NULL, p_lease_ttl_seconds int DEFAULT NULL, p_require_fence boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_todo  jsonb;
+    v_next  jsonb;
+    v_state text;
+    v_code  text;
+BEGIN
+    -- A refused transition raises here: nothing is claimed either.
+    IF p_verb = 'complete' THEN
+        v_todo := switchboard.complete(p_endpoint, p_todo, p_result, p_lease_token);
+    ELSIF p_verb = 'fail' THEN
+        v_todo := switchboard.fail(p_endpoint, p_todo, p_result, p_lease_token);
+    ELSIF p_verb = 'release' THEN
+        v_todo := switchboard.release(p_endpoint, p_todo, p_lease_token);
+    ELSE
+        PERFORM switchboard.refuse('invalid_argument', 'verb must be complete, fail or release');
+    END IF;
+
+    -- The claim runs in a subtransaction: when it fails, the transition above still stands and
+    -- the refusal is reported as next.error. Unexpected errors are not echoed, only logged.
+    BEGIN
+        v_next := switchboard.claim_next(p_endpoint, p_queue, p_lease_ttl_seconds, p_require_fence);
+    EXCEPTION WHEN OTHERS THEN
+        v_state := SQLSTATE;
+        SELECT e.code INTO v_code FROM switchboard.error_codes e WHERE e.sqlstate = v_state;
+        IF v_code IS NULL THEN
+            RAISE LOG 'switchboard.finish_and_claim_next: next claim for endpoint % failed: % %',
+                p_endpoint, SQLSTATE, SQLERRM;
+            v_next := '{"error": "internal: internal error"}';
+        ELSE
+            v_next := jsonb_build_object('error', v_code || ': ' || SQLERRM);
+        END IF;
+    END;
+    RETURN v_todo || jsonb_build_object('next', v_next);
+END
+$$;
+COMMENT ON FUNCTION switchboard.finish_and_claim_next(uuid, uuid, text, jsonb, text, text, int, boolean) IS
+  'complete, fail or release a held todo, then claim_next in the same transaction; the todo with next: claim_next''s result, or {error: "<code>: <message>"} when the claim failed (the transition stands).';

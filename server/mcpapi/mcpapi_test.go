@@ -75,14 +75,6 @@ func TestValidateMessages(t *testing.T) {
 	}
 }
 
-func TestWithNext(t *testing.T) {
-	got := withNext([]byte(`{"id": "a", "state": "done"} `), []byte(`{"empty": true}`))
-	var v map[string]any
-	if err := json.Unmarshal(got, &v); err != nil || v["next"].(map[string]any)["empty"] != true || v["id"] != "a" {
-		t.Fatalf("%s %v", got, err)
-	}
-}
-
 func TestIsLoopback(t *testing.T) {
 	for _, h := range []string{"127.0.0.1:80", "localhost", "[::1]:8080", "::1", "LOCALHOST:1"} {
 		if !isLoopback(h) {

@@ -1,7 +1,6 @@
 package mcpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -235,31 +234,6 @@ type finishIn struct {
 // finish is complete, fail or release, with the optional next claim.
 func finish(op store.Op) func(context.Context, *Call, json.RawMessage) (json.RawMessage, error) {
 	return Typed(func(ctx context.Context, c *Call, in finishIn) (json.RawMessage, error) {
-		todo, next, nextErr, err := c.Store.Finish(ctx, op, c.Endpoint.ID, in.ID, in.Result, in.LeaseToken, in.Next.options())
-		if err != nil {
-			return nil, err
-		}
-		if in.Next == nil {
-			return todo, nil
-		}
-		if nextErr != nil {
-			if nextErr.Code == store.CodeInternal {
-				c.Log.Error("next claim failed", "endpoint_id", c.Endpoint.ID, "err", nextErr.Unwrap())
-			}
-			msg, _ := json.Marshal(nextErr.Error())
-			next = append(append([]byte(`{"error": `), msg...), '}')
-		}
-		return withNext(todo, next), nil
+		return c.Store.Finish(ctx, op, c.Endpoint.ID, in.ID, in.Result, in.LeaseToken, in.Next.options())
 	})
-}
-
-// withNext adds "next" to the todo object.
-func withNext(todo, next []byte) json.RawMessage {
-	t := bytes.TrimRight(todo, " \t\r\n")
-	out := make([]byte, 0, len(t)+len(next)+12)
-	out = append(out, t[:len(t)-1]...)
-	out = append(out, `, "next": `...)
-	out = append(out, next...)
-	out = append(out, '}')
-	return out
 }

@@ -143,7 +143,7 @@ func TestFinishWithNext(t *testing.T) {
 
 	// A refused transition claims nothing.
 	tok := "wrong"
-	if _, _, _, err := st.Finish(ctx, store.Complete, ep, first, nil, &tok, &store.NextOptions{}); code(err) != store.CodeConflict {
+	if _, err := st.Finish(ctx, store.Complete, ep, first, nil, &tok, &store.NextOptions{}); code(err) != store.CodeConflict {
 		t.Fatalf("complete with a bad fence: %v", err)
 	}
 	var state string
@@ -152,26 +152,32 @@ func TestFinishWithNext(t *testing.T) {
 		t.Fatalf("second todo %s after a refused complete", state)
 	}
 
-	todo, next, nextErr, err := st.Finish(ctx, store.Complete, ep, first, json.RawMessage(`{"ok":1}`), nil, &store.NextOptions{})
-	if err != nil || nextErr != nil {
-		t.Fatalf("complete+next: %v %v", err, nextErr)
+	type finished struct {
+		State string
+		Next  struct {
+			Empty bool
+			Todo  struct{ ID string }
+			Error string
+		}
 	}
-	var done struct{ State string }
-	var nx struct {
-		Empty bool
-		Todo  struct{ ID string }
+	raw, err := st.Finish(ctx, store.Complete, ep, first, json.RawMessage(`{"ok":1}`), nil, &store.NextOptions{})
+	var done finished
+	if err != nil || json.Unmarshal(raw, &done) != nil {
+		t.Fatalf("complete+next: %s %v", raw, err)
 	}
-	_ = json.Unmarshal(todo, &done)
-	_ = json.Unmarshal(next, &nx)
-	if done.State != "done" || nx.Empty || nx.Todo.ID != second {
-		t.Fatalf("complete+next: %s %s", todo, next)
+	if done.State != "done" || done.Next.Empty || done.Next.Todo.ID != second || done.Next.Error != "" {
+		t.Fatalf("complete+next: %s", raw)
 	}
 
 	// The claim fails (queue outside the grant): the transition still stands.
 	bad := "elsewhere"
-	todo, next, nextErr, err = st.Finish(ctx, store.Release, ep, second, nil, nil, &store.NextOptions{Queue: &bad})
-	if err != nil || next != nil || nextErr == nil || nextErr.Code != store.CodeForbidden {
-		t.Fatalf("release+bad next: %s %s %v %v", todo, next, nextErr, err)
+	raw, err = st.Finish(ctx, store.Release, ep, second, nil, nil, &store.NextOptions{Queue: &bad})
+	var released finished
+	if err != nil || json.Unmarshal(raw, &released) != nil {
+		t.Fatalf("release+bad next: %s %v", raw, err)
+	}
+	if released.State != "pending" || released.Next.Error != "forbidden: queue is outside the granted queues" {
+		t.Fatalf("release+bad next: %s", raw)
 	}
 	_ = pool.QueryRow(ctx, `SELECT state FROM switchboard.todos WHERE id = $1`, second).Scan(&state)
 	if state != "pending" {

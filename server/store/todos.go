@@ -3,10 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // errTodoNotFound is what a malformed todo id gets: the same refusal as an unknown one
@@ -106,6 +103,17 @@ const (
 	Release
 )
 
+func (op Op) verb() string {
+	switch op {
+	case Complete:
+		return "complete"
+	case Fail:
+		return "fail"
+	default:
+		return "release"
+	}
+}
+
 func (op Op) sql() string {
 	switch op {
 	case Complete:
@@ -124,72 +132,19 @@ func (op Op) args(endpoint, id string, result json.RawMessage, leaseToken *strin
 	return []any{endpoint, id, nullJSON(result), leaseToken}
 }
 
-// Finish runs complete, fail or release (result is ignored for release).
-//
-// With next set it also claims the next todo as claim_next would, in the same transaction
-// behind a savepoint, sent as one pipelined batch (one round trip):
-//
-//	BEGIN; SELECT <op>; SAVEPOINT next_claim; SELECT claim_next; COMMIT
-//
-// When the transition is refused, PostgreSQL skips the rest and the transaction is rolled back:
-// the error is the transition's. When only the claim fails, the server has skipped the COMMIT,
-// so a second round trip rolls back to the savepoint and commits: the transition stands and
-// nextErr carries the claim's refusal. nextJSON is claim_next's result otherwise.
+// Finish runs complete, fail or release (result is ignored for release). With next set it is
+// switchboard.finish_and_claim_next: the same transition, then a claim as claim_next would
+// make, in one statement; the result is the todo with "next" (claim_next's result, or
+// {"error": "<code>: <message>"} when only the claim failed).
 func (s *Store) Finish(ctx context.Context, op Op, endpoint, id string, result json.RawMessage,
-	leaseToken *string, next *NextOptions) (todo, nextJSON []byte, nextErr *Error, err error) {
+	leaseToken *string, next *NextOptions) ([]byte, error) {
 	id, bad := todoID(id)
 	if bad != nil {
-		return nil, nil, nil, bad
+		return nil, bad
 	}
 	if next == nil {
-		todo, err = s.jsonCall(ctx, op.sql(), op.args(endpoint, id, result, leaseToken)...)
-		return todo, nil, nil, err
+		return s.jsonCall(ctx, op.sql(), op.args(endpoint, id, result, leaseToken)...)
 	}
-
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, nil, nil, Classify(err)
-	}
-	// A connection left inside a transaction (any failure below) is destroyed on release.
-	defer conn.Release()
-
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	b.Queue(op.sql(), op.args(endpoint, id, result, leaseToken)...)
-	b.Queue(`SAVEPOINT next_claim`)
-	b.Queue(claimNextSQL, endpoint, next.Queue, next.LeaseTTL, next.RequireFence)
-	b.Queue(`COMMIT`)
-	br := conn.SendBatch(ctx, b)
-
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, nil, nil, Classify(err)
-	}
-	if err := br.QueryRow().Scan(&todo); err != nil {
-		_ = br.Close()
-		_, _ = conn.Exec(ctx, `ROLLBACK`)
-		return nil, nil, nil, Classify(err)
-	}
-	if _, err := br.Exec(); err != nil { // SAVEPOINT
-		_ = br.Close()
-		_, _ = conn.Exec(ctx, `ROLLBACK`)
-		return nil, nil, nil, Classify(err)
-	}
-	claimErr := br.QueryRow().Scan(&nextJSON)
-	if claimErr == nil {
-		if _, err := br.Exec(); err != nil { // COMMIT
-			_ = br.Close()
-			return nil, nil, nil, Classify(err)
-		}
-		if err := br.Close(); err != nil {
-			return nil, nil, nil, Classify(err)
-		}
-		return todo, nextJSON, nil, nil
-	}
-	_ = br.Close()
-	// The claim failed: keep the transition, drop the claim.
-	if err := conn.Conn().PgConn().Exec(ctx, `ROLLBACK TO SAVEPOINT next_claim; COMMIT`).Close(); err != nil {
-		return nil, nil, nil, Classify(errors.Join(claimErr, err))
-	}
-	return todo, nil, Classify(claimErr), nil
+	return s.jsonCall(ctx, `SELECT switchboard.finish_and_claim_next($1, $2, $3, $4, $5, $6, $7, $8)`,
+		endpoint, id, op.verb(), nullJSON(result), leaseToken, next.Queue, next.LeaseTTL, next.RequireFence)
 }

@@ -227,3 +227,45 @@ func TestReleasedLastAttemptConsistent(t *testing.T) {
 		t.Errorf("attempt %d exceeds max_attempts %d", r.Attempt, r.MaxAttempts)
 	}
 }
+
+// finish_and_claim_next: the transition and the next claim in one call. A refused transition
+// claims nothing; a claim that fails unexpectedly leaves the transition standing and reports
+// "internal" without echoing the cause.
+func TestFinishAndClaimNext(t *testing.T) {
+	t.Parallel()
+	d := fresh(t)
+	ep := d.vend("alice", "drainer", "inbox")
+	first := d.create(ep, "inbox", "first")
+	second := d.create(ep, "inbox", "second")
+	third := d.create(ep, "inbox", "boom")
+	d.mustClaim(ep, first)
+
+	if _, err := call(d.Pool, "SELECT switchboard.finish_and_claim_next($1, $2, 'complete', NULL, 'sbl_wrong')", ep, first); sqlstate(err) != "SB409" {
+		t.Fatalf("complete with a wrong fence: %v, want conflict", err)
+	}
+	if r := d.row(second); r.State != "pending" {
+		t.Fatalf("a refused transition claimed the next todo: %+v", r)
+	}
+
+	out := d.mustCall(`SELECT switchboard.finish_and_claim_next($1, $2, 'complete', '{"ok": true}')`, ep, first)
+	next := out["next"].(map[string]any)
+	if out["state"] != "done" || next["empty"] != false || next["todo"].(map[string]any)["id"] != second {
+		t.Fatalf("complete + next = %v", out)
+	}
+
+	// The next claim hits an unexpected error (an injected trigger): the completion stands.
+	d.exec(`CREATE FUNCTION pg_temp_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+	        BEGIN RAISE EXCEPTION 'secret detail' USING ERRCODE = 'XX123'; END $$`)
+	d.exec(`CREATE TRIGGER boom BEFORE UPDATE ON switchboard.todos FOR EACH ROW
+	        WHEN (OLD.title = 'boom' AND NEW.state = 'claimed') EXECUTE FUNCTION pg_temp_boom()`)
+	out = d.mustCall("SELECT switchboard.finish_and_claim_next($1, $2, 'complete')", ep, second)
+	if out["state"] != "done" || out["next"].(map[string]any)["error"] != "internal: internal error" {
+		t.Fatalf("complete + failing next = %v", out)
+	}
+	if r := d.row(second); r.State != "done" {
+		t.Fatalf("the completion did not stand: %+v", r)
+	}
+	if r := d.row(third); r.State != "pending" || r.Attempt != 0 {
+		t.Fatalf("the failed claim left a trace: %+v", r)
+	}
+}
