@@ -118,13 +118,22 @@ CREATE OR REPLACE FUNCTION switchboard.claim_next(
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_queues text[];
-    v_owner  text;
-    v_lease  interval;
-    v_token  text;
-    v_todo   jsonb;
+    v_queues  text[];
+    v_owner   text;
+    v_lease   interval;
+    v_expired boolean;
+    v_due     boolean;
+    v_token   text;
+    v_todo    jsonb;
 BEGIN
-    SELECT g.queues, g.owner, g.lease INTO v_queues, v_owner, v_lease
+    -- The grant, and whether this endpoint has expired leases or due retries to take over first
+    -- (so that no work waits for the reaper, and they compete with pending work in created_at
+    -- order). The takeovers write, so they run only when these cheap index probes find work.
+    SELECT g.queues, g.owner, g.lease,
+           EXISTS (SELECT 1 FROM switchboard.todos
+                    WHERE state = 'claimed' AND lease_expires_at < now() AND endpoint_id = p_endpoint),
+           EXISTS (SELECT 1 FROM switchboard.todos WHERE next_retry_at <= now() AND endpoint_id = p_endpoint)
+      INTO v_queues, v_owner, v_lease, v_expired, v_due
       FROM switchboard.scope(p_endpoint, p_lease_ttl_seconds) g;
     IF NOT FOUND THEN
         PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
@@ -135,15 +144,10 @@ BEGIN
         END IF;
         v_queues := ARRAY[p_queue];
     END IF;
-
-    -- Take over this endpoint's expired leases and due retries first, so that no work waits for
-    -- the reaper and they compete with pending work in created_at order. The takeovers write, so
-    -- they run only when a cheap probe of the in-flight indexes finds something to take over.
-    IF EXISTS (SELECT 1 FROM switchboard.todos
-                WHERE state = 'claimed' AND lease_expires_at < now() AND endpoint_id = p_endpoint) THEN
+    IF v_expired THEN
         PERFORM switchboard.requeue_expired(p_endpoint);
     END IF;
-    IF EXISTS (SELECT 1 FROM switchboard.todos WHERE next_retry_at <= now() AND endpoint_id = p_endpoint) THEN
+    IF v_due THEN
         PERFORM switchboard.release_retries(p_endpoint);
     END IF;
 
@@ -167,9 +171,10 @@ BEGIN
     RETURNING switchboard.todo_json(u, true) INTO v_todo;
     IF NOT FOUND THEN
         RETURN '{"empty": true}'::jsonb;
+    ELSIF v_token IS NULL THEN
+        RETURN jsonb_build_object('empty', false, 'todo', v_todo);
     END IF;
-    RETURN jsonb_strip_nulls(jsonb_build_object('empty', false, 'lease_token', v_token))
-        || jsonb_build_object('todo', v_todo);
+    RETURN jsonb_build_object('empty', false, 'lease_token', v_token, 'todo', v_todo);
 END
 $$;
 
