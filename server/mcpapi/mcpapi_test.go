@@ -3,6 +3,7 @@ package mcpapi
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/time/rate"
 
+	"switchboard/server/store"
 	"switchboard/tests/testdb"
 )
 
@@ -111,5 +113,21 @@ func TestVocabularyMatchesDatabase(t *testing.T) {
 		if !slices.Contains(Vocabulary, n) {
 			t.Errorf("tool %s is not a verb", n)
 		}
+	}
+}
+
+// A credential lookup that raced a revocation (it read "active" just before the revocation
+// committed, and returns after the notification was handled) must not open a new session.
+func TestRevokedEndpointStaysClosed(t *testing.T) {
+	h := New(Options{})
+	ep := store.Endpoint{ID: "e1", Slug: "bot-1"}
+	e, status := h.acquire(ep)
+	if e == nil || status != http.StatusOK {
+		t.Fatalf("acquire: %v %d", e, status)
+	}
+	h.release(e)
+	h.Revoke(ep.ID)
+	if e, status := h.acquire(ep); e != nil || status != http.StatusUnauthorized {
+		t.Fatalf("acquire after revocation: %v %d, want 401", e, status)
 	}
 }
