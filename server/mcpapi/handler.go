@@ -197,18 +197,18 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	// The epoch is read before the database is: a revocation it might miss is one whose
 	// notification this epoch delivers.
 	v := &verified{hash: hash, epoch: h.epoch()}
+	via := "session"
 	ep, trusted := h.trustedSession(r, hash)
 	if trusted {
 		v = nil // nothing new learnt
-	} else if ep, ok = h.authenticate(w, r, hash); !ok {
-		return
-	}
-	rec.endpoint = ep.ID
-	if trusted {
-		h.m.Authentications.WithLabelValues("session").Inc()
 	} else {
-		h.m.Authentications.WithLabelValues("database").Inc()
+		if ep, ok = h.authenticate(w, r, hash); !ok {
+			return
+		}
+		via = "database"
 	}
+	h.m.Authentications.WithLabelValues(via).Inc()
+	rec.endpoint = ep.ID
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	}

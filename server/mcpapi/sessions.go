@@ -278,8 +278,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, e *endpointE
 
 // newSession starts a session for a POST without a session id (normally initialize).
 func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified) {
-	if v := r.Header.Get(versionHeader); v >= newProtocol {
-		refuseNewProtocol(w, r, v)
+	if pv := r.Header.Get(versionHeader); pv >= newProtocol {
+		refuseNewProtocol(w, r, pv)
 		return
 	}
 	id := rand.Text()
