@@ -1,4 +1,5 @@
--- The holder verbs in one statement each, and a lease index the planner cannot misuse.
+-- The hot path: the holder verbs in one statement each, a lease index the planner cannot misuse,
+-- a one-call drain step, and a revocation notice for every revocation.
 --
 -- Found by profiling the claim_next+complete drain (README, "Where the time goes"):
 --
@@ -12,7 +13,9 @@
 --    with two more (lease_interval() -> setting() twice). switchboard.scope() is a SQL row
 --    source the planner inlines into the verb's own UPDATE, so the happy path of a holder verb
 --    is one statement; the reason for a refusal is looked up only when nothing matched.
--- 3. Every revocation notifies, whatever made it (see the trigger at the end).
+-- 3. Every revocation notifies, whatever made it (trigger endpoints_revoked, below): MCP servers
+--    trust a session's vouched-for credential until they hear of one.
+-- 4. finish_and_claim_next: complete/fail/release with `next` as one call (below).
 
 ALTER TABLE switchboard.todos
     ADD CONSTRAINT todos_lease_iff_claimed CHECK ((state = 'claimed') = (lease_expires_at IS NOT NULL));
