@@ -31,6 +31,7 @@ type Receiver struct {
 	pool    *pgxpool.Pool
 	log     *slog.Logger
 	rules   *rules.Cache
+	hooks   hookCache
 	now     func() time.Time
 	counter *prometheus.CounterVec
 }
@@ -83,57 +84,99 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
-	hook, err := rc.lookup(ctx, r.PathValue("token"))
-	if errors.Is(err, pgx.ErrNoRows) {
-		fail(http.StatusNotFound, "not_found", "unknown webhook")
-		return
-	}
-	if err != nil {
-		rc.log.ErrorContext(ctx, "ingest lookup", "err", err)
-		fail(http.StatusInternalServerError, "internal", "internal error")
-		return
-	}
-	source = hook.Source
-	log := rc.log.With("webhook_id", hook.ID, "source", hook.Source)
-
-	var secret []byte
-	if hook.Secret != nil {
-		secret = []byte(*hook.Secret)
-	}
-	verdict, err := provider.Verify(hook.Source, secret, provider.Request{Header: r.Header, Body: body, Now: rc.now()})
-	switch {
-	case errors.Is(err, provider.ErrNoSecret):
-		fail(http.StatusServiceUnavailable, "unavailable", "webhook has no signing secret")
-		log.WarnContext(ctx, "ingest refused", "status", status, "reason", "no secret")
-		return
-	case err != nil:
-		fail(http.StatusUnauthorized, "unauthenticated", "signature verification failed")
-		log.InfoContext(ctx, "ingest refused", "status", status, "reason", "signature")
-		return
-	}
-
+	token := r.PathValue("token")
+	var (
+		hook    *webhook
+		verdict provider.Verdict
+		res     *ingestResult
+		log     = rc.log
+	)
 	headers := provider.SanitizeHeaders(r.Header)
 	contentType := r.Header.Get("Content-Type")
-	decision := rc.route(ctx, hook, verdict, headers, contentType, body)
-	disposition := "delivered"
-	switch {
-	case decision.Faulted:
-		disposition = "faulted"
-	case decision.Drop:
-		disposition = "dropped"
-	}
+	// A view of the webhook from the cache is checked by ingest() itself; when it is out of date
+	// (or a signature fails against it) the webhook is read again once, so every answer is the
+	// one a fresh read gives.
+	for fresh := false; ; fresh = true {
+		hook = nil
+		if !fresh {
+			hook = rc.hooks.get(token, rc.now())
+		}
+		if hook == nil {
+			fresh = true
+			h, err := rc.lookup(ctx, token)
+			if errors.Is(err, pgx.ErrNoRows) {
+				fail(http.StatusNotFound, "not_found", "unknown webhook")
+				return
+			}
+			if err != nil {
+				rc.log.ErrorContext(ctx, "ingest lookup", "err", err)
+				fail(http.StatusInternalServerError, "internal", "internal error")
+				return
+			}
+			hook = h
+			rc.hooks.put(token, hook, rc.now())
+		}
+		source = hook.Source
+		log = rc.log.With("webhook_id", hook.ID, "source", hook.Source)
 
-	res, err := rc.store(ctx, hook, verdict, headers, contentType, body, disposition, decision)
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "SB503":
-		fail(http.StatusServiceUnavailable, "unavailable", "webhook has no live delivery target")
-		log.WarnContext(ctx, "ingest refused", "status", status, "reason", "no targets")
-		return
-	case err != nil:
-		fail(http.StatusInternalServerError, "internal", "internal error")
-		log.ErrorContext(ctx, "ingest store", "err", err)
-		return
+		var secret []byte
+		if hook.Secret != nil {
+			secret = []byte(*hook.Secret)
+		}
+		var err error
+		verdict, err = provider.Verify(hook.Source, secret, provider.Request{Header: r.Header, Body: body, Now: rc.now()})
+		switch {
+		case err != nil && !fresh:
+			rc.hooks.forget(token)
+			continue
+		case errors.Is(err, provider.ErrNoSecret):
+			fail(http.StatusServiceUnavailable, "unavailable", "webhook has no signing secret")
+			log.WarnContext(ctx, "ingest refused", "status", status, "reason", "no secret")
+			return
+		case err != nil:
+			fail(http.StatusUnauthorized, "unauthenticated", "signature verification failed")
+			log.InfoContext(ctx, "ingest refused", "status", status, "reason", "signature")
+			return
+		}
+
+		decision := rc.route(ctx, hook, verdict, headers, contentType, body)
+		disposition := "delivered"
+		switch {
+		case decision.Faulted:
+			disposition = "faulted"
+		case decision.Drop:
+			disposition = "dropped"
+		}
+
+		res, err = rc.store(ctx, token, hook, verdict, headers, contentType, body, disposition, decision)
+		var pgErr *pgconn.PgError
+		code := ""
+		if errors.As(err, &pgErr) {
+			code = pgErr.Code
+		}
+		switch {
+		case (code == "SB404" || code == "SB412") && !fresh:
+			rc.hooks.forget(token) // rotated, deleted, or rules saved since it was cached
+			continue
+		case code == "SB404":
+			rc.hooks.forget(token)
+			fail(http.StatusNotFound, "not_found", "unknown webhook")
+			return
+		case code == "SB412":
+			rc.hooks.forget(token)
+			fail(http.StatusServiceUnavailable, "unavailable", "webhook rules changed while routing; retry")
+			log.WarnContext(ctx, "ingest refused", "status", status, "reason", "rules changed")
+			return
+		case code == "SB503":
+			fail(http.StatusServiceUnavailable, "unavailable", "webhook has no live delivery target")
+			log.WarnContext(ctx, "ingest refused", "status", status, "reason", "no targets")
+			return
+		case err != nil:
+			fail(http.StatusInternalServerError, "internal", "internal error")
+			log.ErrorContext(ctx, "ingest store", "err", err)
+			return
+		}
+		break
 	}
 
 	out := map[string]any{
@@ -222,7 +265,7 @@ type ingestResult struct {
 	} `json:"todos"`
 }
 
-func (rc *Receiver) store(ctx context.Context, hook *webhook, v provider.Verdict, headers map[string]string,
+func (rc *Receiver) store(ctx context.Context, token string, hook *webhook, v provider.Verdict, headers map[string]string,
 	contentType string, body []byte, disposition string, d rules.Decision) (*ingestResult, error) {
 	headersJSON, err := json.Marshal(headers)
 	if err != nil {
@@ -238,10 +281,10 @@ func (rc *Receiver) store(ctx context.Context, hook *webhook, v provider.Verdict
 	}
 	var raw []byte
 	err = rc.pool.QueryRow(ctx,
-		`SELECT switchboard.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		`SELECT switchboard.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		hook.ID, provider.IdempotencyKey(hook.ID, v, body), nullable(v.EventType), v.Verified, v.VerifyDetail,
 		nullable(contentType), len(body), storedPayload(body), headersJSON, v.Title, disposition, traceJSON,
-		queue, d.Endpoints).Scan(&raw)
+		queue, d.Endpoints, token, hook.RulesVersion).Scan(&raw)
 	if err != nil {
 		return nil, err
 	}

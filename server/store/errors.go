@@ -26,6 +26,9 @@ const (
 	CodeInvalidParams       = "invalid_params"
 	// CodeNoTargets is the ingest refusal "no live target" (HTTP 503), never a tool error.
 	CodeNoTargets = "no_targets"
+	// CodeStale tells the webhook receiver that the rules it routed with changed since it read
+	// them: it reads the webhook again. Never on the wire.
+	CodeStale = "stale"
 )
 
 // sqlstates mirrors the table switchboard.error_codes: the SQLSTATEs our functions raise, by
@@ -44,6 +47,7 @@ var sqlstates = map[string]string{
 	"SB445": CodeTooManyRules,
 	"SB446": CodeInvalidParams,
 	"SB503": CodeNoTargets,
+	"SB412": CodeStale,
 }
 
 // internalMessage is all a client ever learns about an unexpected failure.

@@ -452,3 +452,42 @@ func TestSignedWebhookWithoutSecret(t *testing.T) {
 		t.Fatal("stored an event")
 	}
 }
+
+// The receiver keeps the webhooks it has read, but never trusts that view: a rotated or deleted
+// token, or rules saved since, are caught by switchboard.ingest in the delivery's transaction,
+// and the answer is the one a fresh read gives.
+func TestCachedWebhookViewIsNeverTrusted(t *testing.T) {
+	ep := vend(t, human(t))
+	g := newHook(t, ep, "github")
+	body := sampleBody("github", "c", time.Now())
+	if r := post(t, g.token, body, delivery("github", g.secret, body, time.Now(), "c0")); r.status != 202 {
+		t.Fatalf("first delivery: %d", r.status)
+	}
+	mustExec(t, `SELECT switchboard.webhook_rotate($1, $2, $3, $4)`, ep, g.id, randHex(24), "whsec_"+randHex(32))
+	if r := post(t, g.token, body, delivery("github", g.secret, body, time.Now(), "c1")); r.status != 404 {
+		t.Fatalf("old token right after rotation: %d, want 404", r.status)
+	}
+	if n := events(t, g); n != 1 {
+		t.Fatalf("%d events after the rotated token was used, want 1", n)
+	}
+
+	// Rules saved after the receiver read the webhook apply to the very next delivery.
+	h := newHook(t, ep, "generic")
+	if r := post(t, h.token, []byte(`{"n":1}`), delivery("generic", "", nil, time.Now(), "r0")); r.status != 202 || r.body["created"] != 1.0 {
+		t.Fatalf("before rules: %d %v", r.status, r.body)
+	}
+	saveRules(t, ep, h.id, `[{"id": "drop-all", "expr": "true", "action": {"drop": true}}]`)
+	if r := post(t, h.token, []byte(`{"n":2}`), delivery("generic", "", nil, time.Now(), "r1")); r.status != 202 || r.body["dropped"] != true {
+		t.Fatalf("after rules were saved: %d %v", r.status, r.body)
+	}
+
+	// A deleted webhook answers 404 even to a bad signature checked against the remembered secret.
+	d := newHook(t, ep, "github")
+	if r := post(t, d.token, body, delivery("github", d.secret, body, time.Now(), "d0")); r.status != 202 {
+		t.Fatalf("delivery before delete: %d", r.status)
+	}
+	mustExec(t, `SELECT switchboard.webhook_delete($1, $2)`, ep, d.id)
+	if r := post(t, d.token, body, delivery("github", "whsec_wrong", body, time.Now(), "d1")); r.status != 404 {
+		t.Fatalf("deleted webhook, bad signature: %d, want 404", r.status)
+	}
+}
