@@ -6,8 +6,8 @@ import (
 )
 
 // hookCache keeps the webhooks the receiver has read, by ingest token, so that a delivery needs
-// one database round trip (switchboard.ingest) instead of two. It is only a hint: ingest() checks
-// the token and the rules version in the delivery's own transaction and refuses a stale view,
+// one database round trip (switchboard.ingest_if_current) instead of two. It is only a hint: that
+// function checks the token and the rules version in the delivery's own transaction and refuses a stale view,
 // after which the receiver forgets the entry (see Receiver.ServeHTTP). Entries older than
 // hookTTL are read again, and the whole cache is dropped when it reaches hookMax entries, so
 // neither memory nor the life of a forgotten secret in it grows without bound.

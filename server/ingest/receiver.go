@@ -1,7 +1,8 @@
 // Package ingest is the webhook receiver: POST /webhooks/w/{ingest_token}. It bounds the body,
 // finds the webhook, verifies the provider signature over the raw bytes, evaluates the routing
-// rules, and hands everything to one SQL call (switchboard.ingest) that stores the event and one
-// todo per target in a single transaction. The doorbell rings from inside that transaction.
+// rules, and hands everything to one SQL call (switchboard.ingest_if_current, then ingest) that
+// stores the event and one todo per target in a single transaction. The doorbell rings from
+// inside that transaction.
 package ingest
 
 import (
@@ -93,7 +94,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	)
 	headers := provider.SanitizeHeaders(r.Header)
 	contentType := r.Header.Get("Content-Type")
-	// A view of the webhook from the cache is checked by ingest() itself; when it is out of date
+	// A view of the webhook from the cache is checked by ingest_if_current; when it is out of date
 	// (or a signature fails against it) the webhook is read again once, so every answer is the
 	// one a fresh read gives.
 	for fresh := false; ; fresh = true {
@@ -281,7 +282,7 @@ func (rc *Receiver) store(ctx context.Context, token string, hook *webhook, v pr
 	}
 	var raw []byte
 	err = rc.pool.QueryRow(ctx,
-		`SELECT switchboard.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		`SELECT switchboard.ingest_if_current($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		hook.ID, provider.IdempotencyKey(hook.ID, v, body), nullable(v.EventType), v.Verified, v.VerifyDetail,
 		nullable(contentType), len(body), storedPayload(body), headersJSON, v.Title, disposition, traceJSON,
 		queue, d.Endpoints, token, hook.RulesVersion).Scan(&raw)
