@@ -284,6 +284,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpoint
 	}
 	id := rand.Text()
 	t := &mcp.StreamableServerTransport{SessionID: id}
+	preferJSON(t)
 	s := &session{id: id, entry: e, transport: t, lastSeen: time.Now()}
 	ct := &channelTransport{inner: t}
 	ct.onClose = func() { h.dropSession(s) }

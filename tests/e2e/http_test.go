@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -82,14 +83,47 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 		t.Fatalf("GET stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	checkSecurityHeaders(t, "SSE GET", resp.Header)
-	// And the SSE response of a tool call (POST answered as an event stream).
+	// And the response of a tool call.
+	post := toolCallRaw(t, url, ep.Cred, c.Session.ID())
+	checkSecurityHeaders(t, "tools/call", post.Header)
+}
+
+// toolCallRaw posts list_todos on an open session, outside the SDK client.
+func toolCallRaw(t *testing.T, url, cred, session string) *http.Response {
+	t.Helper()
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"list_todos","arguments":{}}}`
-	post := rawRequest(t, "POST", url, ep.Cred, []byte(call), map[string]string{"Mcp-Session-Id": c.Session.ID(),
+	post := rawRequest(t, "POST", url, cred, []byte(call), map[string]string{"Mcp-Session-Id": session,
 		"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-06-18"})
 	if post.StatusCode != 200 {
 		t.Fatalf("tools/call: %d", post.StatusCode)
 	}
-	checkSecurityHeaders(t, "POST stream", post.Header)
+	return post
+}
+
+// A tool call is answered as one application/json JSON-RPC response, not a one-event stream
+// (server/mcpapi/jsonresponse.go; fails if the go-sdk field it sets goes away), while the
+// doorbell still rings on the session's GET stream.
+func TestToolCallsAnsweredAsJSON(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := e.connect(t, ep, nil)
+	post := toolCallRaw(t, e.url(ep), ep.Cred, c.Session.ID())
+	if ct := post.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("tools/call answered as %q, want application/json", ct)
+	}
+	var msg struct {
+		ID     int `json:"id"`
+		Result struct {
+			IsError bool `json:"isError"`
+		} `json:"result"`
+	}
+	if err := json.NewDecoder(post.Body).Decode(&msg); err != nil || msg.ID != 7 || msg.Result.IsError {
+		t.Fatalf("tools/call body: %+v %v", msg, err)
+	}
+	id := e.push(ep, "inbox", "rings on the stream")
+	if _, err := c.WaitNotification(ctxT(t), id); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A 2 MiB body is refused with 413 before any JSON-RPC parsing: the body is not even JSON, and
