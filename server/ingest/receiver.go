@@ -85,100 +85,32 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
-	token := r.PathValue("token")
-	var (
-		hook    *webhook
-		verdict provider.Verdict
-		res     *ingestResult
-		log     = rc.log
-	)
-	headers := provider.SanitizeHeaders(r.Header)
-	contentType := r.Header.Get("Content-Type")
-	// A view of the webhook from the cache is checked by ingest_if_current; when it is out of date
-	// (or a signature fails against it) the webhook is read again once, so every answer is the
-	// one a fresh read gives.
-	for fresh := false; ; fresh = true {
-		hook = nil
-		if !fresh {
-			hook = rc.hooks.get(token, rc.now())
-		}
-		if hook == nil {
-			fresh = true
-			h, err := rc.lookup(ctx, token)
-			if errors.Is(err, pgx.ErrNoRows) {
-				fail(http.StatusNotFound, "not_found", "unknown webhook")
-				return
-			}
-			if err != nil {
-				rc.log.ErrorContext(ctx, "ingest lookup", "err", err)
-				fail(http.StatusInternalServerError, "internal", "internal error")
-				return
-			}
-			hook = h
-			rc.hooks.put(token, hook, rc.now())
-		}
-		source = hook.Source
-		log = rc.log.With("webhook_id", hook.ID, "source", hook.Source)
-
-		var secret []byte
-		if hook.Secret != nil {
-			secret = []byte(*hook.Secret)
-		}
-		var err error
-		verdict, err = provider.Verify(hook.Source, secret, provider.Request{Header: r.Header, Body: body, Now: rc.now()})
-		switch {
-		case err != nil && !fresh:
-			rc.hooks.forget(token)
-			continue
-		case errors.Is(err, provider.ErrNoSecret):
-			fail(http.StatusServiceUnavailable, "unavailable", "webhook has no signing secret")
-			log.WarnContext(ctx, "ingest refused", "status", status, "reason", "no secret")
-			return
-		case err != nil:
-			fail(http.StatusUnauthorized, "unauthenticated", "signature verification failed")
-			log.InfoContext(ctx, "ingest refused", "status", status, "reason", "signature")
-			return
-		}
-
-		decision := rc.route(ctx, hook, verdict, headers, contentType, body)
-		disposition := "delivered"
-		switch {
-		case decision.Faulted:
-			disposition = "faulted"
-		case decision.Drop:
-			disposition = "dropped"
-		}
-
-		res, err = rc.store(ctx, token, hook, verdict, headers, contentType, body, disposition, decision)
-		var pgErr *pgconn.PgError
-		code := ""
-		if errors.As(err, &pgErr) {
-			code = pgErr.Code
-		}
-		switch {
-		case (code == "SB404" || code == "SB412") && !fresh:
-			rc.hooks.forget(token) // rotated, deleted, or rules saved since it was cached
-			continue
-		case code == "SB404":
-			rc.hooks.forget(token)
-			fail(http.StatusNotFound, "not_found", "unknown webhook")
-			return
-		case code == "SB412":
-			rc.hooks.forget(token)
-			fail(http.StatusServiceUnavailable, "unavailable", "webhook rules changed while routing; retry")
-			log.WarnContext(ctx, "ingest refused", "status", status, "reason", "rules changed")
-			return
-		case code == "SB503":
-			fail(http.StatusServiceUnavailable, "unavailable", "webhook has no live delivery target")
-			log.WarnContext(ctx, "ingest refused", "status", status, "reason", "no targets")
-			return
-		case err != nil:
-			fail(http.StatusInternalServerError, "internal", "internal error")
-			log.ErrorContext(ctx, "ingest store", "err", err)
-			return
-		}
-		break
+	d := &delivery{token: r.PathValue("token"), header: r.Header, headers: provider.SanitizeHeaders(r.Header),
+		contentType: r.Header.Get("Content-Type"), body: body}
+	// A view of the webhook from the cache is checked by ingest_if_current; when it is out of
+	// date (or a signature fails against it) the webhook is read again once, so every answer is
+	// the one a fresh read gives.
+	a := rc.attempt(ctx, d, true)
+	if a.stale {
+		rc.hooks.forget(d.token)
+		a = rc.attempt(ctx, d, false)
 	}
+	log := rc.log
+	if a.hook != nil {
+		source = a.hook.Source
+		log = rc.log.With("webhook_id", a.hook.ID, "source", a.hook.Source)
+	}
+	if f := a.refused; f != nil {
+		fail(f.status, f.code, f.message)
+		switch {
+		case f.err != nil:
+			log.ErrorContext(ctx, f.reason, "err", f.err)
+		case f.reason != "":
+			log.Log(ctx, f.level, "ingest refused", "status", status, "reason", f.reason)
+		}
+		return
+	}
+	res, verdict := a.res, a.verdict
 
 	out := map[string]any{
 		"todos": res.Todos, "created": res.Created, "verified": verdict.Verified, "trust_mode": res.TrustMode,
@@ -195,6 +127,110 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reply(http.StatusAccepted, out)
 	log.InfoContext(ctx, "ingest", "status", status, "event_id", res.EventID, "created", res.Created,
 		"duplicate", res.Duplicate, "disposition", res.Disposition, "duration_ms", time.Since(start).Milliseconds())
+}
+
+// delivery is one request as the receiver read it.
+type delivery struct {
+	token, contentType string
+	header             http.Header
+	headers            map[string]string // sanitized, as stored
+	body               []byte
+}
+
+// refusal is an answer other than 202: status, error code and message for the sender, and what
+// to log (err: an internal failure logged under reason; else reason at level, when set).
+type refusal struct {
+	status        int
+	code, message string
+	reason        string
+	level         slog.Level
+	err           error
+}
+
+// outcome is the result of one attempt: stored (res), refused, or stale (the cached view of the
+// webhook turned out to be out of date: read it again and retry).
+type outcome struct {
+	hook    *webhook
+	verdict provider.Verdict
+	res     *ingestResult
+	refused *refusal
+	stale   bool
+}
+
+// attempt verifies, routes and stores a delivery against one view of its webhook: the cached
+// one when cached is set and there is one, else a fresh read. Only a cached view can be stale.
+func (rc *Receiver) attempt(ctx context.Context, d *delivery, cached bool) outcome {
+	var hook *webhook
+	if cached {
+		hook = rc.hooks.get(d.token, rc.now())
+	}
+	fresh := hook == nil
+	if fresh {
+		h, err := rc.lookup(ctx, d.token)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return outcome{refused: &refusal{status: http.StatusNotFound, code: "not_found", message: "unknown webhook"}}
+		}
+		if err != nil {
+			return outcome{refused: &refusal{status: http.StatusInternalServerError, code: "internal",
+				message: "internal error", reason: "ingest lookup", err: err}}
+		}
+		hook = h
+		rc.hooks.put(d.token, hook, rc.now())
+	}
+	o := outcome{hook: hook}
+
+	var secret []byte
+	if hook.Secret != nil {
+		secret = []byte(*hook.Secret)
+	}
+	var err error
+	o.verdict, err = provider.Verify(hook.Source, secret, provider.Request{Header: d.header, Body: d.body, Now: rc.now()})
+	switch {
+	case err != nil && !fresh:
+		o.stale = true
+		return o
+	case errors.Is(err, provider.ErrNoSecret):
+		o.refused = &refusal{status: http.StatusServiceUnavailable, code: "unavailable",
+			message: "webhook has no signing secret", reason: "no secret", level: slog.LevelWarn}
+		return o
+	case err != nil:
+		o.refused = &refusal{status: http.StatusUnauthorized, code: "unauthenticated",
+			message: "signature verification failed", reason: "signature", level: slog.LevelInfo}
+		return o
+	}
+
+	decision := rc.route(ctx, hook, o.verdict, d.headers, d.contentType, d.body)
+	disposition := "delivered"
+	switch {
+	case decision.Faulted:
+		disposition = "faulted"
+	case decision.Drop:
+		disposition = "dropped"
+	}
+	o.res, err = rc.store(ctx, d.token, hook, o.verdict, d.headers, d.contentType, d.body, disposition, decision)
+	var pgErr *pgconn.PgError
+	code := ""
+	if errors.As(err, &pgErr) {
+		code = pgErr.Code
+	}
+	switch {
+	case (code == "SB404" || code == "SB412") && !fresh:
+		o.stale = true // rotated, deleted, or rules saved since it was cached
+	case code == "SB404":
+		rc.hooks.forget(d.token)
+		o.refused = &refusal{status: http.StatusNotFound, code: "not_found", message: "unknown webhook"}
+	case code == "SB412":
+		rc.hooks.forget(d.token)
+		o.refused = &refusal{status: http.StatusServiceUnavailable, code: "unavailable",
+			message: "webhook rules changed while routing; retry", reason: "rules changed", level: slog.LevelWarn}
+	case code == "SB503":
+		o.refused = &refusal{status: http.StatusServiceUnavailable, code: "unavailable",
+			message: "webhook has no live delivery target", reason: "no targets", level: slog.LevelWarn}
+	case err != nil:
+		o.refused = &refusal{status: http.StatusInternalServerError, code: "internal",
+			message: "internal error", reason: "ingest store", err: err}
+	}
+	return o
 }
 
 func (rc *Receiver) lookup(ctx context.Context, token string) (*webhook, error) {
