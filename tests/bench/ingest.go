@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -253,16 +252,6 @@ func nullText(s string) *string {
 	return &s
 }
 
-// serverGC applies the server's own GC setting (server.tuneGC: GOGC=400 unless GOGC is set) for
-// the duration of a section, since the server runs inside the benchmark process.
-func serverGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	old := debug.SetGCPercent(400)
-	return func() { debug.SetGCPercent(old) }
-}
-
 // cpuUsage is process CPU (the bench process: senders, receiver, pgx) and the machine's CPU counters.
 type cpuUsage struct {
 	proc       time.Duration
@@ -338,7 +327,6 @@ func noRulesTrace() []byte {
 // --- ingest ------------------------------------------------------------------------------------
 
 func ingestSection(ctx context.Context, b *Bench) ([]Row, error) {
-	defer serverGC()()
 	cfg := b.Cfg
 	t0 := time.Now()
 	f, err := newIngestFixture(ctx, b)
@@ -419,7 +407,6 @@ func benchRules() []rules.Rule {
 }
 
 func rulesSection(ctx context.Context, b *Bench) ([]Row, error) {
-	defer serverGC()()
 	cfg := b.Cfg
 	f, err := newIngestFixture(ctx, b)
 	if err != nil {

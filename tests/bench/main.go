@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -356,6 +357,19 @@ func intList(s string) ([]int, error) {
 	return out, nil
 }
 
+// harnessGC gives this process (the agents' side: MCP clients, pgx baselines, senders, and the
+// in-process receiver of the ingest section) the GC target switchboard serve uses (server.tuneGC:
+// GOGC=400 unless GOGC is set). The go-sdk client allocates a 32 KiB decode buffer per response;
+// at the default GOGC=100 the load generator spent about half its CPU collecting, CPU taken from
+// the server and PostgreSQL on these shared cores.
+func harnessGC() string {
+	if v := os.Getenv("GOGC"); v != "" {
+		return "bench GOGC=" + v
+	}
+	debug.SetGCPercent(400)
+	return "bench GOGC=400"
+}
+
 func machine(ctx context.Context) string {
 	admin, err := testdb.AdminURL()
 	if err != nil {
@@ -454,7 +468,7 @@ func main() {
 	b := &Bench{Cfg: cfg, log: os.Stderr}
 	defer b.dropAll()
 
-	header := machine(ctx)
+	header := machine(ctx) + ", " + harnessGC()
 	started := time.Now()
 	var rows []Row
 	failed := false
