@@ -57,23 +57,33 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 			b.Logf("mcp %-14s %2d: %s", what, n, r)
 			return r, err
 		}
-		sql, err := drive("raw SQL", func() (mcpbench.Result, error) {
-			return mcpbench.DriveSQL(ctx, dbURL, ep.ID, n, longest)
-		})
-		if err != nil {
-			return rows, err
+		// cfg.Rounds alternating rounds (SQL, two calls, next; then the reverse), summed.
+		var sql, two, one mcpbench.Result
+		steps := []struct {
+			what string
+			sum  *mcpbench.Result
+			run  func() (mcpbench.Result, error)
+		}{
+			{"raw SQL", &sql, func() (mcpbench.Result, error) { return mcpbench.DriveSQL(ctx, dbURL, ep.ID, n, longest) }},
+			{"claim+complete", &two, func() (mcpbench.Result, error) {
+				return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.ClaimThenComplete, srv.PID)
+			}},
+			{"complete+next", &one, func() (mcpbench.Result, error) {
+				return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.CompleteWithNext, srv.PID)
+			}},
 		}
-		two, err := drive("claim+complete", func() (mcpbench.Result, error) {
-			return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.ClaimThenComplete, srv.PID)
-		})
-		if err != nil {
-			return rows, err
-		}
-		one, err := drive("complete+next", func() (mcpbench.Result, error) {
-			return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.CompleteWithNext, srv.PID)
-		})
-		if err != nil {
-			return rows, err
+		for round := 0; round < cfg.Rounds; round++ {
+			for i := range steps {
+				st := steps[i]
+				if round%2 == 1 {
+					st = steps[len(steps)-1-i]
+				}
+				r, err := drive(st.what, st.run)
+				if err != nil {
+					return rows, err
+				}
+				*st.sum = st.sum.Add(r)
+			}
 		}
 		cpu := func(r mcpbench.Result) string {
 			return fmt.Sprintf("CPU per todo: client %v, server %v, postgres %v",

@@ -124,6 +124,19 @@ type Result struct {
 	PGCPU     time.Duration // all postgres processes on this machine
 }
 
+// Add sums two drives of the same kind (rounds of one measurement).
+func (r Result) Add(o Result) Result {
+	r.Workers = max(r.Workers, o.Workers)
+	r.Cycles += o.Cycles
+	r.Calls += o.Calls
+	r.Errors += o.Errors
+	r.Elapsed += o.Elapsed
+	r.ClientCPU += o.ClientCPU
+	r.ServerCPU += o.ServerCPU
+	r.PGCPU += o.PGCPU
+	return r
+}
+
 // PerSec is the cycle rate.
 func (r Result) PerSec() float64 { return float64(r.Cycles) / r.Elapsed.Seconds() }
 
