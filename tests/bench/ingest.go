@@ -150,14 +150,18 @@ func (f *ingestFixture) close() {
 	_ = f.admin.Close(context.Background())
 }
 
-// vacuum before a comparison: the stored deliveries are insert-only, so the tables only need it
-// once per comparison (full=true); the doorbell row is updated by every ring, so before every run.
+// vacuum before a run: the stored deliveries are insert-only, so the tables only need it once per
+// comparison (full=true); the doorbell row is updated by every ring, so before every run. Then a
+// CHECKPOINT, as in the other sections, so no run carries another's.
 func (f *ingestFixture) vacuum(ctx context.Context, full bool) error {
 	q := "VACUUM switchboard.doorbell"
 	if full {
 		q = "VACUUM (ANALYZE) switchboard.webhook_events, switchboard.todos, switchboard.doorbell"
 	}
 	_, err := f.admin.Exec(ctx, q)
+	if err == nil {
+		_, err = f.admin.Exec(ctx, "CHECKPOINT")
+	}
 	return err
 }
 
