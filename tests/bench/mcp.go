@@ -64,7 +64,9 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 			sum  *mcpbench.Result
 			run  func() (mcpbench.Result, error)
 		}{
-			{"raw SQL", &sql, func() (mcpbench.Result, error) { return mcpbench.DriveSQL(ctx, dbURL, ep.ID, n, longest) }},
+			{"raw SQL", &sql, func() (mcpbench.Result, error) {
+				return mcpbench.DriveSQL(ctx, dbURL, ep.ID, n, longest)
+			}},
 			{"claim+complete", &two, func() (mcpbench.Result, error) {
 				return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.ClaimThenComplete, srv.PID)
 			}},
