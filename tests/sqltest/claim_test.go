@@ -269,3 +269,38 @@ func TestFinishAndClaimNext(t *testing.T) {
 		t.Fatalf("the failed claim left a trace: %+v", r)
 	}
 }
+
+// The table itself refuses a todo of the wrong shape, whoever writes it (a DBA's UPDATE
+// included): a bad queue name (the queue_name domain), an unknown state, a lease outside
+// "claimed", a claim without owner or lease, a retry time outside "failed", max_attempts < 1.
+// Each is check_violation (23514) and changes nothing.
+func TestTodoShapeIsEnforced(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("ann", "a1", "inbox")
+	id := d.create(ep, "inbox", "shaped")
+	cases := []struct{ what, sql string }{
+		{"bad queue on insert", `INSERT INTO switchboard.todos (endpoint_id, queue, max_attempts) VALUES ($1, 'no spaces', 1)`},
+		{"bad queue on update", `UPDATE switchboard.todos SET queue = '-x' WHERE endpoint_id = $1`},
+		{"unknown state", `UPDATE switchboard.todos SET state = 'lost' WHERE endpoint_id = $1`},
+		{"pending with a lease", `UPDATE switchboard.todos SET lease_expires_at = now() WHERE endpoint_id = $1`},
+		{"claimed without a lease", `UPDATE switchboard.todos SET state = 'claimed', owner = 'agent:x' WHERE endpoint_id = $1`},
+		{"claimed without an owner", `UPDATE switchboard.todos SET state = 'claimed', lease_expires_at = now() WHERE endpoint_id = $1`},
+		{"done with a retry time", `UPDATE switchboard.todos SET state = 'done', next_retry_at = now() WHERE endpoint_id = $1`},
+		{"failed with a lease", `UPDATE switchboard.todos SET state = 'failed', lease_expires_at = now() WHERE endpoint_id = $1`},
+		{"max_attempts 0", `UPDATE switchboard.todos SET max_attempts = 0 WHERE endpoint_id = $1`},
+	}
+	for _, c := range cases {
+		_, err := d.Exec(ctx(), c.sql, ep)
+		if got := sqlstate(err); got != "23514" {
+			t.Errorf("%s: SQLSTATE %q (%v), want 23514", c.what, got, err)
+		}
+	}
+	var state, queue string
+	if err := d.QueryRow(ctx(), `SELECT state, queue FROM switchboard.todos WHERE id = $1`, id).Scan(&state, &queue); err != nil ||
+		state != "pending" || queue != "inbox" {
+		t.Fatalf("row changed: %s %s %v", state, queue, err)
+	}
+	// The shapes the verbs produce still pass: a parked retry, then a dead letter.
+	d.exec(`UPDATE switchboard.todos SET state = 'failed', next_retry_at = now() + interval '1 minute' WHERE id = $1`, id)
+	d.exec(`UPDATE switchboard.todos SET next_retry_at = NULL WHERE id = $1`, id)
+}
