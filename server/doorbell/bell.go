@@ -199,19 +199,7 @@ func (b *Bell) ring(endpointID string, trailing bool) {
 	if trailing {
 		// Re-check one window after the latest signal: ring() stays silent for that long, so
 		// todos created meanwhile are only found by this read.
-		if ep.trailing != nil {
-			ep.trailing.Stop()
-		}
-		var t *time.Timer
-		t = time.AfterFunc(b.window+10*time.Millisecond, func() {
-			b.mu.Lock()
-			if ep.trailing == t {
-				ep.trailing = nil
-			}
-			b.mu.Unlock()
-			b.ring(endpointID, false)
-		})
-		ep.trailing = t
+		b.rearm(&ep.trailing, func() { b.ring(endpointID, false) })
 	}
 	if ep.running {
 		ep.dirty = true
@@ -231,20 +219,26 @@ func (b *Bell) ringAll() {
 	if b.closed {
 		return
 	}
-	if b.allTrailing != nil {
-		b.allTrailing.Stop()
+	b.rearm(&b.allTrailing, b.readAll)
+	b.readAllLocked()
+}
+
+// rearm replaces the timer in *slot with one that runs fn a window (plus a margin) from now; the
+// timer empties the slot when it fires, unless a later rearm replaced it. b.mu must be held.
+func (b *Bell) rearm(slot **time.Timer, fn func()) {
+	if *slot != nil {
+		(*slot).Stop()
 	}
 	var t *time.Timer
 	t = time.AfterFunc(b.window+10*time.Millisecond, func() {
 		b.mu.Lock()
-		if b.allTrailing == t {
-			b.allTrailing = nil
+		if *slot == t {
+			*slot = nil
 		}
 		b.mu.Unlock()
-		b.readAll()
+		fn()
 	})
-	b.allTrailing = t
-	b.readAllLocked()
+	*slot = t
 }
 
 func (b *Bell) readAll() {
