@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"switchboard/server"
 	"switchboard/tests/testdb"
 )
 
@@ -357,19 +357,6 @@ func intList(s string) ([]int, error) {
 	return out, nil
 }
 
-// harnessGC gives this process (the agents' side: MCP clients, pgx baselines, senders, and the
-// in-process receiver of the ingest section) the GC target switchboard serve uses (server.tuneGC:
-// GOGC=400 unless GOGC is set). The go-sdk client allocates a 32 KiB decode buffer per response;
-// at the default GOGC=100 the load generator spent about half its CPU collecting, CPU taken from
-// the server and PostgreSQL on these shared cores.
-func harnessGC() string {
-	if v := os.Getenv("GOGC"); v != "" {
-		return "bench GOGC=" + v
-	}
-	debug.SetGCPercent(400)
-	return "bench GOGC=400"
-}
-
 func machine(ctx context.Context) string {
 	admin, err := testdb.AdminURL()
 	if err != nil {
@@ -468,7 +455,11 @@ func main() {
 	b := &Bench{Cfg: cfg, log: os.Stderr}
 	defer b.dropAll()
 
-	header := machine(ctx) + ", " + harnessGC()
+	// The harness is the agents' side (MCP clients, pgx baselines, senders, and the in-process
+	// receiver of the ingest section): it runs at switchboard serve's GC target. At the default
+	// GOGC=100 the go-sdk client spent about half its CPU collecting, CPU taken from the server
+	// and PostgreSQL on these shared cores.
+	header := machine(ctx) + ", bench " + server.TuneGC()
 	started := time.Now()
 	var rows []Row
 	failed := false

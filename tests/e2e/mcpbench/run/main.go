@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -32,9 +31,7 @@ func main() {
 	// The harness is the agents' side (MCP clients, or the raw SQL baseline): give it the same
 	// GC target as switchboard serve, so the SDK client's 32 KiB decode buffers do not make the
 	// shared CPUs spend their time collecting.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
+	server.TuneGC()
 	if err := run(*d, *inproc, *workers, *prefill, *env, *dbParams); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbench:", err)
 		os.Exit(1)
