@@ -94,39 +94,21 @@ func (s *Store) Heartbeat(ctx context.Context, endpoint, id string, leaseTTL *in
 	return s.jsonCall(ctx, `SELECT switchboard.heartbeat($1, $2, $3, $4)`, endpoint, id, leaseTTL, leaseToken)
 }
 
-// Finishing transitions of a held todo.
-type Op int
+// Op is a finishing transition of a held todo: its verb (also finish_and_claim_next's
+// p_verb) and its SQL call. release takes no result.
+type Op struct {
+	verb, sql   string
+	takesResult bool
+}
 
-const (
-	Complete Op = iota
-	Fail
-	Release
+var (
+	Complete = Op{"complete", `SELECT switchboard.complete($1, $2, $3, $4)`, true}
+	Fail     = Op{"fail", `SELECT switchboard.fail($1, $2, $3, $4)`, true}
+	Release  = Op{"release", `SELECT switchboard.release($1, $2, $3)`, false}
 )
 
-func (op Op) verb() string {
-	switch op {
-	case Complete:
-		return "complete"
-	case Fail:
-		return "fail"
-	default:
-		return "release"
-	}
-}
-
-func (op Op) sql() string {
-	switch op {
-	case Complete:
-		return `SELECT switchboard.complete($1, $2, $3, $4)`
-	case Fail:
-		return `SELECT switchboard.fail($1, $2, $3, $4)`
-	default:
-		return `SELECT switchboard.release($1, $2, $3)`
-	}
-}
-
 func (op Op) args(endpoint, id string, result json.RawMessage, leaseToken *string) []any {
-	if op == Release {
+	if !op.takesResult {
 		return []any{endpoint, id, leaseToken}
 	}
 	return []any{endpoint, id, nullJSON(result), leaseToken}
@@ -143,8 +125,8 @@ func (s *Store) Finish(ctx context.Context, op Op, endpoint, id string, result j
 		return nil, bad
 	}
 	if next == nil {
-		return s.jsonCall(ctx, op.sql(), op.args(endpoint, id, result, leaseToken)...)
+		return s.jsonCall(ctx, op.sql, op.args(endpoint, id, result, leaseToken)...)
 	}
 	return s.jsonCall(ctx, `SELECT switchboard.finish_and_claim_next($1, $2, $3, $4, $5, $6, $7, $8)`,
-		endpoint, id, op.verb(), nullJSON(result), leaseToken, next.Queue, next.LeaseTTL, next.RequireFence)
+		endpoint, id, op.verb, nullJSON(result), leaseToken, next.Queue, next.LeaseTTL, next.RequireFence)
 }
