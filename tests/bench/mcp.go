@@ -2,7 +2,8 @@ package main
 
 // The agent's path: the same claim_next+complete drain through a real `switchboard serve`
 // process over MCP (two tool calls per todo, and complete with next: one), beside the raw SQL
-// functions on as many connections, in the same run; and the doorbell's latency.
+// functions on as many connections and the thinnest HTTP layer over the same calls (the shim:
+// net/http and JSON, no MCP), in the same run; and the doorbell's latency.
 
 import (
 	"context"
@@ -35,12 +36,21 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	shimBin, err := mcpbench.BuildShim(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
 	// A server process of its own, so its CPU is measured apart from the clients'.
 	srv, err := mcpbench.StartProcess(ctx, bin, dbURL, "SWITCHBOARD_TOOL_RATE=1000000/s", "SWITCHBOARD_TOOL_BURST=1000000")
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Stop()
+	shim, err := mcpbench.StartProcess(ctx, shimBin, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer shim.Stop()
 
 	longest := max(4*cfg.Duration, 10*time.Second)
 	var rows []Row
@@ -57,8 +67,8 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 			b.Logf("mcp %-14s %2d: %s", what, n, r)
 			return r, err
 		}
-		// cfg.Rounds alternating rounds (SQL, two calls, next; then the reverse), summed.
-		var sql, two, one mcpbench.Result
+		// cfg.Rounds alternating rounds (SQL, shim, two calls, next; then the reverse), summed.
+		var sql, hop, two, one mcpbench.Result
 		steps := []struct {
 			what string
 			sum  *mcpbench.Result
@@ -66,6 +76,9 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 		}{
 			{"raw SQL", &sql, func() (mcpbench.Result, error) {
 				return mcpbench.DriveSQL(ctx, dbURL, ep.ID, n, longest)
+			}},
+			{"HTTP shim", &hop, func() (mcpbench.Result, error) {
+				return mcpbench.DriveShim(ctx, shim.URL, ep.ID, n, longest, shim.PID)
 			}},
 			{"claim+complete", &two, func() (mcpbench.Result, error) {
 				return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.ClaimThenComplete, srv.PID)
@@ -103,7 +116,14 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 			oneRow.Target, oneRow.Pass = ">= 0.70 x SQL", AtLeast(oneRow.Ratio, 0.7)
 			twoRow.BaseName = "switchboard.claim_next + switchboard.complete over pgx, same number of connections"
 		}
-		rows = append(rows, twoRow, oneRow)
+		hopRow := Row{Section: "mcp", Name: fmt.Sprintf("  same two calls, HTTP without MCP, %d", n),
+			Value: hop.PerSec(), Unit: "todos/s", Baseline: sql.PerSec(), Ratio: Ratio(hop.PerSec(), sql.PerSec()),
+			Note: cpu(hop) + " (server: the shim)"}
+		if n == 16 {
+			hopRow.Note = "the shim (tests/e2e/mcpbench/shim) makes the server's store calls behind plain net/http + " +
+				"encoding/json, with no MCP, sessions, auth or limits; " + hopRow.Note
+		}
+		rows = append(rows, twoRow, hopRow, oneRow)
 	}
 
 	ep, err := mcpbench.Vend(ctx, dbURL, "bench", srv.URL)

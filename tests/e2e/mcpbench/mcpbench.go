@@ -14,12 +14,14 @@ package mcpbench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -294,6 +296,63 @@ func mcpWorker(ctx context.Context, c *agentclient.Client, mode Mode, cycles, ca
 	}
 }
 
+// DriveShim runs the same cycle through the HTTP shim (./shim: plain net/http and JSON over
+// the same store calls, no MCP) at base on sessions keep-alive clients for d. shimPID (0:
+// unknown) attributes its CPU as ServerCPU.
+func DriveShim(ctx context.Context, base, endpointID string, sessions int, d time.Duration, shimPID int) (Result, error) {
+	tr := &http.Transport{MaxIdleConns: 4 * sessions, MaxIdleConnsPerHost: 4 * sessions}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	url := base + "/call/" + endpointID
+	call := func(ctx context.Context, tool string, args any, out any) error {
+		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+			"params": map[string]any{"name": tool, "arguments": args}})
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("shim %s: %d %s", tool, resp.StatusCode, bytes.TrimSpace(b))
+		}
+		var r struct {
+			Result struct {
+				StructuredContent json.RawMessage `json:"structuredContent"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return err
+		}
+		return json.Unmarshal(r.Result.StructuredContent, out)
+	}
+	cycle := func(ctx context.Context) (bool, error) {
+		var cl claimOut
+		if err := call(ctx, "claim_next", map[string]any{}, &cl); err != nil || cl.Empty {
+			return false, err
+		}
+		var done map[string]any
+		return true, call(ctx, "complete", map[string]any{"id": cl.Todo.ID, "result": map[string]any{"ok": true}}, &done)
+	}
+	for i := 0; i < sessions; i++ { // warm up: connections and prepared statements
+		if _, err := cycle(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	return drive(ctx, sessions, d, shimPID, func(ctx context.Context, _ int) (bool, error) { return cycle(ctx) })
+}
+
 // DriveSQL runs the same cycle as raw SQL (switchboard.claim_next then switchboard.complete)
 // on workers connections for d: the baseline.
 func DriveSQL(ctx context.Context, dbURL, endpointID string, workers int, d time.Duration) (Result, error) {
@@ -311,17 +370,26 @@ func DriveSQL(ctx context.Context, dbURL, endpointID string, workers int, d time
 			}
 		}
 	}
+	return drive(ctx, workers, d, 0, func(ctx context.Context, w int) (bool, error) {
+		return sqlCycle(ctx, conns[w], endpointID)
+	})
+}
+
+// drive runs cycle on workers goroutines for d (each stops when its cycle reports nothing left)
+// and measures the cycles, two calls each, and the CPU spent (serverPID's as ServerCPU).
+func drive(ctx context.Context, workers int, d time.Duration, serverPID int,
+	cycle func(ctx context.Context, worker int) (bool, error)) (Result, error) {
 	var cycles, errs atomic.Int64
-	m := startMeter(0)
+	m := startMeter(serverPID)
 	dctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, c := range conns {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for dctx.Err() == nil {
-				ok, err := sqlCycle(dctx, c, endpointID)
+				ok, err := cycle(dctx, w)
 				if err != nil {
 					if dctx.Err() == nil {
 						errs.Add(1)
@@ -495,7 +563,7 @@ func StartInProcess(ctx context.Context, dbURL string, cfg server.Config) (*Serv
 	}}, nil
 }
 
-// StartProcess runs `switchboard serve` (the binary at bin) on a free loopback port, with
+// StartProcess runs `bin serve` (switchboard, or the shim) on a free loopback port, with
 // extra environment entries (KEY=VALUE), and waits until it is ready.
 func StartProcess(ctx context.Context, bin, dbURL string, env ...string) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -563,10 +631,20 @@ func StartProcess(ctx context.Context, bin, dbURL string, env ...string) (*Serve
 
 // Build compiles cmd/switchboard into dir and returns the binary's path.
 func Build(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "switchboard")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "switchboard/cmd/switchboard").CombinedOutput()
+	return build(ctx, dir, "switchboard/cmd/switchboard")
+}
+
+// BuildShim compiles the HTTP shim (./shim) into dir and returns the binary's path; start it
+// with StartProcess like the server.
+func BuildShim(ctx context.Context, dir string) (string, error) {
+	return build(ctx, dir, "switchboard/tests/e2e/mcpbench/shim")
+}
+
+func build(ctx context.Context, dir, pkg string) (string, error) {
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
