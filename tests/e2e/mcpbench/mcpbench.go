@@ -337,7 +337,7 @@ func DriveShim(ctx context.Context, base, endpointID string, sessions int, d tim
 		}
 		return json.Unmarshal(r.Result.StructuredContent, out)
 	}
-	cycle := func(ctx context.Context) (bool, error) {
+	cycle := func(ctx context.Context, _ int) (bool, error) {
 		var cl claimOut
 		if err := call(ctx, "claim_next", map[string]any{}, &cl); err != nil || cl.Empty {
 			return false, err
@@ -346,11 +346,11 @@ func DriveShim(ctx context.Context, base, endpointID string, sessions int, d tim
 		return true, call(ctx, "complete", map[string]any{"id": cl.Todo.ID, "result": map[string]any{"ok": true}}, &done)
 	}
 	for i := 0; i < sessions; i++ { // warm up: connections and prepared statements
-		if _, err := cycle(ctx); err != nil {
+		if _, err := cycle(ctx, i); err != nil {
 			return Result{}, err
 		}
 	}
-	return drive(ctx, sessions, d, shimPID, func(ctx context.Context, _ int) (bool, error) { return cycle(ctx) })
+	return drive(ctx, sessions, d, shimPID, cycle)
 }
 
 // DriveSQL runs the same cycle as raw SQL (switchboard.claim_next then switchboard.complete)
