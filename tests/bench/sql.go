@@ -278,19 +278,25 @@ func claimSection(ctx context.Context, b *Bench) ([]Row, error) {
 	defer CloseAll(conns)
 	ep := f.endpoints[0]
 
-	fnOp := func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
-		var id pgtype.UUID
-		if err := c.QueryRow(ctx, "SELECT (switchboard.claim_next($1)->'todo'->>'id')::uuid", ep).Scan(&id); err != nil {
-			return false, fmt.Errorf("claim_next: %w", err)
+	// callOp is a cycle of two function calls: claim (its one argument: the endpoint) returns the
+	// claimed todo's id, or NULL when there is none; finish takes args(id).
+	callOp := func(claim, finish string, args func(id pgtype.UUID) []any) Op {
+		return func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
+			var id pgtype.UUID
+			if err := c.QueryRow(ctx, claim, ep).Scan(&id); err != nil {
+				return false, fmt.Errorf("%s: %w", claim, err)
+			}
+			if !id.Valid {
+				return false, nil
+			}
+			if _, err := c.Exec(ctx, finish, args(id)...); err != nil {
+				return false, fmt.Errorf("%s: %w", finish, err)
+			}
+			return true, nil
 		}
-		if !id.Valid {
-			return false, nil
-		}
-		if _, err := c.Exec(ctx, "SELECT switchboard.complete($1, $2)", ep, id); err != nil {
-			return false, fmt.Errorf("complete: %w", err)
-		}
-		return true, nil
 	}
+	fnOp := callOp("SELECT (switchboard.claim_next($1)->'todo'->>'id')::uuid", "SELECT switchboard.complete($1, $2)",
+		func(id pgtype.UUID) []any { return []any{ep, id} })
 	// handOp is the minimal hand-written claim and finish: on bench_bare it is the bare baseline,
 	// on switchboard.todos it pays the real table's indexes but none of the functions.
 	handOp := func(table string) Op {
@@ -314,19 +320,7 @@ func claimSection(ctx context.Context, b *Bench) ([]Row, error) {
 	if _, err := f.admin.Exec(ctx, wrapperDDL); err != nil {
 		return nil, fmt.Errorf("wrapper functions: %w", err)
 	}
-	wrapOp := func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
-		var id pgtype.UUID
-		if err := c.QueryRow(ctx, "SELECT bench_claim($1)", ep).Scan(&id); err != nil {
-			return false, fmt.Errorf("wrapped claim: %w", err)
-		}
-		if !id.Valid {
-			return false, nil
-		}
-		if _, err := c.Exec(ctx, "SELECT bench_done($1)", id); err != nil {
-			return false, fmt.Errorf("wrapped done: %w", err)
-		}
-		return true, nil
-	}
+	wrapOp := callOp("SELECT bench_claim($1)", "SELECT bench_done($1)", func(id pgtype.UUID) []any { return []any{id} })
 
 	type variant struct {
 		name, table string
