@@ -16,12 +16,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/server/ingest/provider"
 	"switchboard/server/rules"
+	"switchboard/server/store"
 )
 
 // MaxBody is the largest delivery accepted; larger ones get 413 and nothing is stored.
@@ -208,22 +208,21 @@ func (rc *Receiver) attempt(ctx context.Context, d *delivery, cached bool) outco
 		disposition = "dropped"
 	}
 	o.res, err = rc.store(ctx, d.token, hook, o.verdict, d.headers, d.contentType, d.body, disposition, decision)
-	var pgErr *pgconn.PgError
 	code := ""
-	if errors.As(err, &pgErr) {
-		code = pgErr.Code
+	if err != nil {
+		code = store.Classify(err).Code // the one SQLSTATE -> code map
 	}
 	switch {
-	case (code == "SB404" || code == "SB412") && !fresh:
+	case (code == store.CodeNotFound || code == store.CodeStale) && !fresh:
 		o.stale = true // rotated, deleted, or rules saved since it was cached
-	case code == "SB404":
+	case code == store.CodeNotFound:
 		rc.hooks.forget(d.token)
 		o.refused = &refusal{status: http.StatusNotFound, code: "not_found", message: "unknown webhook"}
-	case code == "SB412":
+	case code == store.CodeStale:
 		rc.hooks.forget(d.token)
 		o.refused = &refusal{status: http.StatusServiceUnavailable, code: "unavailable",
 			message: "webhook rules changed while routing; retry", reason: "rules changed", level: slog.LevelWarn}
-	case code == "SB503":
+	case code == store.CodeNoTargets:
 		o.refused = &refusal{status: http.StatusServiceUnavailable, code: "unavailable",
 			message: "webhook has no live delivery target", reason: "no targets", level: slog.LevelWarn}
 	case err != nil:
