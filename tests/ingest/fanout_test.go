@@ -53,7 +53,7 @@ func TestFanOutOneTodoPerTarget(t *testing.T) {
 	for _, ep := range []string{own, second, bobs} {
 		var n int
 		if err := pool.QueryRow(context.Background(),
-			`SELECT jsonb_array_length(switchboard.list_todos($1) -> 'todos')`, ep).Scan(&n); err != nil {
+			`SELECT json_array_length(switchboard.list_todos($1) -> 'todos')`, ep).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n != 1 {

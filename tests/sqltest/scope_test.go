@@ -2,6 +2,7 @@ package sqltest
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -304,4 +305,42 @@ func TestRevokeEndpoint(t *testing.T) {
 	}
 	_, err = call(d.Pool, "SELECT switchboard.endpoint_revoke($1)", "00000000-0000-4000-8000-000000000000")
 	wantCode(t, err, notFound, "revoke of an unknown endpoint")
+}
+
+// Times in answers are RFC 3339 in UTC with the row's exact instant, whatever the session's
+// TimeZone and DateStyle (a DBA's psql may set both).
+func TestTimesAreRFC3339UTC(t *testing.T) {
+	t.Parallel()
+	d := fresh(t)
+	ep := d.vend("alice", "a", "inbox")
+	id := d.create(ep, "inbox", "t")
+	conn := connect(t, d.URL)
+	if _, err := conn.Exec(ctx(), "SET TimeZone = 'America/New_York'; SET DateStyle = 'SQL, DMY'"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := call(conn, "SELECT switchboard.get_todo($1, $2)", ep, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored time.Time
+	if err := conn.QueryRow(ctx(), "SELECT created_at FROM switchboard.todos WHERE id = $1", id).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := got["created_at"].(string)
+	if !strings.HasSuffix(s, "Z") || !parseTS(t, s).Equal(stored) {
+		t.Fatalf("created_at %q, want the stored instant %s in UTC", s, stored.UTC().Format(time.RFC3339Nano))
+	}
+	for in, want := range map[string]string{
+		"2026-01-01 00:00:00+00":        "2026-01-01T00:00:00Z",
+		"2026-07-01 12:34:56.5+02":      "2026-07-01T10:34:56.5Z",
+		"2026-07-01 23:59:59.123456-03": "2026-07-02T02:59:59.123456Z",
+	} {
+		var s string
+		if err := conn.QueryRow(ctx(), "SELECT switchboard.rfc3339($1::text::timestamptz)", in).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		if s != want {
+			t.Fatalf("rfc3339(%s) = %q, want %q", in, s, want)
+		}
+	}
 }
