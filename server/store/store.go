@@ -11,9 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -49,15 +52,31 @@ func PoolConfig(url string, maxConns int32) (*pgxpool.Config, error) {
 }
 
 // Open connects a pool (see PoolConfig) and checks that the database answers.
+//
+// When the database ends a session for good (SQLSTATE 57P0x: it is shutting down or restarting
+// after a crash, a DBA terminated the backend, the database was dropped), the pool's other idle
+// connections are most likely gone as well, each with the same error waiting in its socket.
+// The pool then drops them all at once (pgxpool.Reset): only the calls that were using a
+// connection fail (internal, nothing committed), not one more call per dead connection.
 func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := PoolConfig(url, maxConns)
 	if err != nil {
 		return nil, err
 	}
+	var opened atomic.Pointer[pgxpool.Pool]
+	cfg.ConnConfig.OnPgError = func(_ *pgconn.PgConn, e *pgconn.PgError) bool {
+		if strings.HasPrefix(e.Code, "57P0") {
+			if pool := opened.Load(); pool != nil {
+				pool.Reset()
+			}
+		}
+		return !strings.EqualFold(e.Severity, "FATAL") // pgx's default: close the connection on FATAL
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
+	opened.Store(pool)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("connect: %w", err)
