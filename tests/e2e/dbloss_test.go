@@ -10,7 +10,7 @@ import (
 	"switchboard/tests/e2e/agentclient"
 )
 
-// A database that drops every session under the server (a restart, a failover, a DBA's
+// A database that drops every session under the server (a shutdown or restart, a DBA's
 // pg_terminate_backend) costs at most the call that meets it first: that call answers the
 // tool error internal, with nothing more, and changes nothing; the pool then drops its other
 // dead connections at once, so the calls after it work (store.Open).
