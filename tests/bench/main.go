@@ -457,8 +457,8 @@ func main() {
 
 	// The harness is the agents' side (MCP clients, pgx baselines, senders, and the in-process
 	// receiver of the ingest section): it runs at switchboard serve's GC target. At the default
-	// GOGC=100 the go-sdk client spent about half its CPU collecting, CPU taken from the server
-	// and PostgreSQL on these shared cores.
+	// GOGC=100 the go-sdk client spent a third more CPU per call (before the SDK patch, twice as
+	// much), CPU taken from the server and PostgreSQL on these shared cores.
 	header := machine(ctx) + ", bench " + server.TuneGC()
 	started := time.Now()
 	var rows []Row

@@ -29,8 +29,8 @@ func main() {
 	dbParams := flag.String("db-params", "", "extra database URL parameters for the server, e.g. default_query_exec_mode=exec")
 	flag.Parse()
 	// The harness is the agents' side (MCP clients, or the raw SQL baseline): give it the same
-	// GC target as switchboard serve, so the SDK client's 32 KiB decode buffers do not make the
-	// shared CPUs spend their time collecting.
+	// GC target as switchboard serve (server.TuneGC), so the SDK client's garbage does not make
+	// the shared CPUs spend their time collecting.
 	server.TuneGC()
 	if err := run(*d, *inproc, *workers, *prefill, *env, *dbParams); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpbench:", err)
