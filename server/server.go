@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server/doorbell"
-	"switchboard/server/hooks"
+	"switchboard/server/webhooks"
 	"switchboard/server/ingest"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
@@ -75,7 +75,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		mux:     http.NewServeMux(),
 	}
 	s.tools.Add(mcpapi.TodoTools()...)
-	s.tools.Add(hooks.Tools(hooks.New(pool, s.baseURL))...)
+	s.tools.Add(webhooks.Tools(webhooks.New(pool, s.baseURL))...)
 	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
 	s.bell = doorbell.New(s.store, doorbell.Config{
 		Window:    cfg.DoorbellWindow,

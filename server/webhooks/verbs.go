@@ -1,8 +1,8 @@
-// Package hooks implements the agent's webhook verbs (contract §4.4, §6): self-management within
+// Package webhooks implements the agent's webhook verbs (contract §4.4, §6): self-management within
 // the ceiling, routes, rules and event history. Each verb is a thin call of one SQL function;
 // Go adds only what SQL cannot do: minting secrets, building ingest URLs, and parsing and
 // evaluating jq. Errors are *store.Error or errors store.Classify maps.
-package hooks
+package webhooks
 
 import (
 	"context"
