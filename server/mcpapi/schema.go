@@ -40,14 +40,25 @@ func Boolean(desc string) *jsonschema.Schema {
 	return &jsonschema.Schema{Type: "boolean", Description: desc}
 }
 
-// AnyJSON accepts any JSON value.
+// AnyJSON accepts any JSON value. It is spelled as one single-type branch per JSON type rather
+// than as the empty schema {} (or true), which carries no keyword: the TypeScript and Python
+// SDKs reject a bare true in properties, and MCP Inspector --strict flags both.
 func AnyJSON(desc string) *jsonschema.Schema {
-	return &jsonschema.Schema{Description: desc}
+	return &jsonschema.Schema{Description: desc, AnyOf: []*jsonschema.Schema{
+		{Type: "object"}, {Type: "array"}, {Type: "string"}, {Type: "number"}, {Type: "boolean"}, {Type: "null"},
+	}}
 }
 
-// Nullable is a value of the given type or null (for output schemas).
+// JSONObject is a free-form JSON object.
+func JSONObject(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", Description: desc}
+}
+
+// Nullable is a value of the given type or null (for output schemas), as anyOf branches of one
+// type each: a type array (["string","null"]) does not map onto single-type dialects such as
+// the OpenAPI subset of Gemini's function declarations.
 func Nullable(typ, desc string) *jsonschema.Schema {
-	return &jsonschema.Schema{Types: []string{typ, "null"}, Description: desc}
+	return &jsonschema.Schema{Description: desc, AnyOf: []*jsonschema.Schema{{Type: typ}, {Type: "null"}}}
 }
 
 // Out is an output object schema: listed properties, others allowed.

@@ -142,8 +142,10 @@ func todoSchema(extra ...string) *jsonschema.Schema {
 		switch f {
 		case "lease_token":
 			props[f] = String("fence token (require_fence only); shown once")
-		default:
-			props[f] = AnyJSON(f)
+		case "routing":
+			props[f] = Nullable("object", "the rule trace that routed a delivery here; null for other todos")
+		default: // payload, result
+			props[f] = AnyJSON(f + " (any JSON)")
 		}
 	}
 	return Out(props, "id", "queue", "state", "attempt")

@@ -86,6 +86,15 @@ func (r *Registry) Names() []string {
 	return out
 }
 
+// Published is what tools/list shows for an endpoint granted every verb.
+func (r *Registry) Published() []*mcp.Tool {
+	out := make([]*mcp.Tool, len(r.tools))
+	for i, t := range r.tools {
+		out[i] = t.mcpTool
+	}
+	return out
+}
+
 // compiledTool is a Tool with its schemas resolved once.
 type compiledTool struct {
 	Tool

@@ -59,7 +59,7 @@ func ruleSetOut() *jsonschema.Schema {
 		"target_queue":   api.String(""),
 		"rules":          api.ArrayOf(ruleSchema(), "in evaluation order"),
 		"default_action": actionSchema(),
-		"params":         api.AnyJSON("bound as $params"),
+		"params":         api.JSONObject("bound as $params"),
 		"grant": api.Out(props{
 			"queues":    api.ArrayOf(api.String(""), "queues a rule may name"),
 			"endpoints": api.ArrayOf(api.String(""), "endpoints a rule may narrow to (the live targets)"),
@@ -152,7 +152,7 @@ func Tools(s *Service) []api.Tool {
 				"webhook_id":     webhookID(),
 				"rules":          api.ArrayOf(ruleSchema(), "ordered"),
 				"default_action": actionSchema(),
-				"params":         api.AnyJSON("JSON object (at most 16 KiB) bound as $params; omit to keep the stored one"),
+				"params":         api.AnyJSON("a JSON object of at most 16 KiB, bound as $params; omit to keep the stored one"),
 			}, "webhook_id", "rules"),
 			Output: ruleSetOut(),
 			Run:    verb(s.SetRules),
@@ -210,7 +210,7 @@ func Tools(s *Service) []api.Tool {
 				"headers":        &jsonschema.Schema{Type: "object", AdditionalProperties: api.String("")},
 				"rules":          api.ArrayOf(ruleSchema(), "candidate rules (default: the saved ones)"),
 				"default_action": actionSchema(),
-				"params":         api.AnyJSON("candidate params"),
+				"params":         api.AnyJSON("candidate params (a JSON object)"),
 			}, "webhook_id"),
 			Output: api.Out(props{
 				"decision": api.Out(props{
@@ -220,8 +220,8 @@ func Tools(s *Service) []api.Tool {
 					"disposition": api.String(""),
 					"faulted":     api.Boolean(""),
 				}),
-				"trace":    api.AnyJSON("which rule decided, or the default, or the fault"),
-				"envelope": api.AnyJSON("the jq input document"),
+				"trace":    api.JSONObject("which rule decided, or the default, or the fault"),
+				"envelope": api.JSONObject("the jq input document"),
 			}, "decision", "trace", "envelope"),
 			Run: verb(s.TestRules),
 		},
@@ -240,7 +240,12 @@ func Tools(s *Service) []api.Tool {
 			Name:        "get_webhook_event",
 			Description: "One delivery with its sanitized headers, payload and routing trace.",
 			Input:       api.Object(props{"id": api.Integer("event id")}, "id"),
-			Output:      api.Out(props{"id": api.Integer(""), "headers": api.AnyJSON(""), "payload": api.AnyJSON(""), "routing": api.AnyJSON("")}),
+			Output:      api.Out(props{
+				"id":      api.Integer("event id"),
+				"headers": api.JSONObject("sanitized request headers (signatures and tokens redacted)"),
+				"payload": api.AnyJSON("the delivery's body as JSON (null when it was not JSON)"),
+				"routing": api.Nullable("object", "the rule trace"),
+			}),
 			Run:         verb(s.GetEvent),
 		},
 	}
