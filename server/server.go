@@ -22,12 +22,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server/doorbell"
-	"switchboard/server/webhooks"
 	"switchboard/server/ingest"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
 	"switchboard/server/rules"
 	"switchboard/server/store"
+	"switchboard/server/webhooks"
 )
 
 // Server is one Switchboard server process's worth of parts.

@@ -240,13 +240,13 @@ func Tools(s *Service) []api.Tool {
 			Name:        "get_webhook_event",
 			Description: "One delivery with its sanitized headers, payload and routing trace.",
 			Input:       api.Object(props{"id": api.Integer("event id")}, "id"),
-			Output:      api.Out(props{
+			Output: api.Out(props{
 				"id":      api.Integer("event id"),
 				"headers": api.JSONObject("sanitized request headers (signatures and tokens redacted)"),
 				"payload": api.AnyJSON("the delivery's body as JSON (null when it was not JSON)"),
 				"routing": api.Nullable("object", "the rule trace"),
 			}),
-			Run:         verb(s.GetEvent),
+			Run: verb(s.GetEvent),
 		},
 	}
 }
