@@ -23,8 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"switchboard/server/doorbell"
 	"switchboard/server/metrics"
 	"switchboard/server/store"
@@ -99,9 +97,6 @@ func New(o Options) *Handler {
 	}
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = time.Hour
-	}
-	if !preferJSON(&mcp.StreamableServerTransport{}) {
-		o.Log.Warn("go-sdk has no jsonResponse field: tool calls are answered as event streams (jsonresponse.go)")
 	}
 	if o.Version == "" {
 		o.Version = "dev"

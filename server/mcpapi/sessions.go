@@ -283,8 +283,10 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpoint
 		return
 	}
 	id := rand.Text()
-	t := &mcp.StreamableServerTransport{SessionID: id}
-	preferJSON(t)
+	// A tool call is answered as one application/json response rather than a one-event
+	// stream: both sides parse it with less work (see server/third_party/go-sdk/SWITCHBOARD.md).
+	// Notifications (the doorbell) take the standalone GET stream.
+	t := &mcp.StreamableServerTransport{SessionID: id, JSONResponse: true}
 	s := &session{id: id, entry: e, transport: t, lastSeen: time.Now()}
 	ct := &channelTransport{inner: t}
 	ct.onClose = func() { h.dropSession(s) }

@@ -101,7 +101,7 @@ func toolCallRaw(t *testing.T, url, cred, session string) *http.Response {
 }
 
 // A tool call is answered as one application/json JSON-RPC response, not a one-event stream
-// (server/mcpapi/jsonresponse.go; fails if the go-sdk field it sets goes away), while the
+// (the transport option JSONResponse, patch 2 of server/third_party/go-sdk), while the
 // doorbell still rings on the session's GET stream.
 func TestToolCallsAnsweredAsJSON(t *testing.T) {
 	e := newEnv(t)

@@ -822,6 +822,10 @@ type StreamableServerTransport struct {
 	// to write their own streamable HTTP handler.
 	jsonResponse bool
 
+	// JSONResponse is jsonResponse for transports connected outside
+	// StreamableHTTPHandler. (switchboard patch 2, see SWITCHBOARD.md)
+	JSONResponse bool
+
 	// optional logger provided through the [StreamableHTTPOptions.Logger].
 	//
 	// TODO(rfindley): logger should be exported, since we want to allow users
@@ -845,7 +849,7 @@ func (t *StreamableServerTransport) Connect(ctx context.Context) (Connection, er
 		sessionID:                   t.SessionID,
 		stateless:                   t.Stateless,
 		eventStore:                  t.EventStore,
-		jsonResponse:                t.jsonResponse,
+		jsonResponse:                t.jsonResponse || t.JSONResponse,
 		logger:                      ensureLogger(t.logger), // see #556: must be non-nil
 		shouldPropagateCancellation: t.shouldPropagateCancellation,
 		incoming:                    make(chan jsonrpc.Message, 10),
