@@ -1,9 +1,10 @@
--- Routing rules storage and grant, and the event history verbs.
--- jq parsing and evaluation happen in the server; what a rule may name is decided here.
+-- Routing rules and event history.
+--
+-- jq parsing and evaluation happen in the server (gojq); what a rule may name is decided here.
 
 -- What a webhook's rules may name: queues (its target queue plus the owning endpoint's allowed
 -- webhook queues) and endpoints (its live delivery targets). Validation and delivery share it.
-CREATE FUNCTION switchboard.webhook_grant(p_webhook uuid) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.webhook_grant(p_webhook uuid) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'queues', (SELECT to_jsonb(array_agg(DISTINCT q ORDER BY q))
@@ -17,7 +18,7 @@ $$;
 COMMENT ON FUNCTION switchboard.webhook_grant(uuid) IS
   'Queues and endpoints the rules of a webhook may name: target queue + owner''s webhook queues; live delivery targets.';
 
-CREATE FUNCTION switchboard.rules_json(w switchboard.webhooks) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.rules_json(w switchboard.webhooks) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_strip_nulls(jsonb_build_object(
                'webhook_id', w.id,
@@ -29,7 +30,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 COMMENT ON FUNCTION switchboard.rules_json(switchboard.webhooks) IS 'The rule list of a webhook with its grant.';
 
-CREATE FUNCTION switchboard.rules_get(p_endpoint uuid, p_webhook text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.rules_get(p_endpoint uuid, p_webhook text) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT switchboard.rules_json(switchboard.owned_webhook(p_endpoint, p_webhook))
 $$;
@@ -38,7 +39,7 @@ COMMENT ON FUNCTION switchboard.rules_get(uuid, text) IS 'The rules of a webhook
 -- Save a whole (already parsed and compiled) rule list. Every action is checked against the grant;
 -- any refusal leaves the previous list in force. p_expected_version makes edits compare-and-swap:
 -- a list changed since the caller read it is a conflict. p_params NULL keeps the stored params.
-CREATE FUNCTION switchboard.rules_save(
+CREATE OR REPLACE FUNCTION switchboard.rules_save(
     p_endpoint uuid, p_webhook text, p_rules jsonb, p_default_action jsonb, p_params jsonb,
     p_expected_version bigint DEFAULT NULL)
 RETURNS jsonb
@@ -86,7 +87,7 @@ $$;
 COMMENT ON FUNCTION switchboard.rules_save(uuid, text, jsonb, jsonb, jsonb, bigint) IS
   'Replace the rule list of an owned webhook after checking every action against the grant (row-locked; optional compare-and-swap on version).';
 
-CREATE FUNCTION switchboard.event_json(ev switchboard.webhook_events, p_detail boolean DEFAULT false) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.event_json(ev switchboard.webhook_events, p_detail boolean DEFAULT false) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'id', ev.id,
@@ -106,9 +107,10 @@ $$;
 COMMENT ON FUNCTION switchboard.event_json(switchboard.webhook_events, boolean) IS
   'An event as agents see it; detail adds sanitized headers, payload and routing trace.';
 
-CREATE FUNCTION switchboard.events_list(
+-- Returns json, not jsonb, for the reason list_todos does (db/code/queue.sql).
+CREATE OR REPLACE FUNCTION switchboard.events_list(
     p_endpoint uuid, p_webhook text DEFAULT NULL, p_limit int DEFAULT 50, p_before_id bigint DEFAULT NULL)
-RETURNS jsonb
+RETURNS json
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_human uuid := (switchboard.caller(p_endpoint)).human_id;
@@ -117,8 +119,8 @@ BEGIN
     IF p_webhook IS NOT NULL THEN
         v_webhook := (switchboard.owned_webhook(p_endpoint, p_webhook)).id;
     END IF;
-    RETURN jsonb_build_object('events', coalesce(
-        (SELECT jsonb_agg(switchboard.event_json(ev) ORDER BY ev.id DESC)
+    RETURN json_build_object('events', coalesce(
+        (SELECT json_agg(switchboard.event_json(ev) ORDER BY ev.id DESC)
            FROM (SELECT ev.*
                    FROM switchboard.webhook_events ev
                    JOIN switchboard.webhooks w ON w.id = ev.webhook_id
@@ -136,7 +138,7 @@ COMMENT ON FUNCTION switchboard.events_list(uuid, text, int, bigint) IS
   'Newest-first events of webhooks the caller''s human owns (optionally one webhook; before_id pages).';
 
 -- One event of a webhook the caller's human owns; with p_webhook, it must belong to that webhook.
-CREATE FUNCTION switchboard.event_get(p_endpoint uuid, p_event text, p_webhook text DEFAULT NULL) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.event_get(p_endpoint uuid, p_event text, p_webhook text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_human uuid := (switchboard.caller(p_endpoint)).human_id;

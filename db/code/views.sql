@@ -1,6 +1,6 @@
--- What a DBA reads first: queue depth, leases about to run out, dead letters.
+-- DBA views: what a DBA reads first. Queue depth, leases about to run out, dead letters.
 
-CREATE VIEW switchboard.queue_depth AS
+CREATE OR REPLACE VIEW switchboard.queue_depth AS
 SELECT e.slug,
        t.endpoint_id,
        t.queue,
@@ -13,7 +13,7 @@ SELECT e.slug,
 COMMENT ON VIEW switchboard.queue_depth IS
   'Todos per endpoint, queue and state, with the age of the oldest pending one.';
 
-CREATE VIEW switchboard.leases_expiring AS
+CREATE OR REPLACE VIEW switchboard.leases_expiring AS
 SELECT t.id, e.slug, t.queue, t.owner, t.attempt, t.max_attempts, t.lease_expires_at,
        t.lease_expires_at - now() AS remaining
   FROM switchboard.todos t
@@ -23,7 +23,7 @@ SELECT t.id, e.slug, t.queue, t.owner, t.attempt, t.max_attempts, t.lease_expire
 COMMENT ON VIEW switchboard.leases_expiring IS
   'Claimed todos whose lease ends within 60 s (negative remaining: expired, waiting for a claim or the reaper).';
 
-CREATE VIEW switchboard.dead_letters AS
+CREATE OR REPLACE VIEW switchboard.dead_letters AS
 SELECT t.id, e.slug, t.queue, t.title, t.owner, t.attempt, t.max_attempts, t.result, t.completed_at
   FROM switchboard.todos t
   JOIN switchboard.endpoints e ON e.id = t.endpoint_id

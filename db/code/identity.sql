@@ -1,6 +1,29 @@
--- Humans, agents, endpoints, friend edges and settings: what the operator CLI drives.
+-- Identity: humans, agents, endpoints and friend edges; what the operator CLI drives.
+--
+-- caller() is the scope check every agent-facing function starts with (the queue's hot path
+-- uses its inlinable twin, scope(), in queue.sql). Revocation notifies the MCP servers through
+-- a trigger, whichever statement revokes.
 
-CREATE FUNCTION switchboard.human_add(p_name text) RETURNS jsonb
+-- The calling endpoint: its grant and identity. Refuses endpoints that are gone or revoked.
+CREATE OR REPLACE FUNCTION switchboard.caller(
+    p_endpoint uuid,
+    OUT queues text[], OUT owner text, OUT lease_ttl_seconds int, OUT human_id uuid)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    SELECT e.queues, 'agent:' || e.agent_id, e.lease_ttl_seconds, a.owner_human_id
+      INTO queues, owner, lease_ttl_seconds, human_id
+      FROM switchboard.endpoints e
+      JOIN switchboard.agents a ON a.id = e.agent_id
+     WHERE e.id = p_endpoint AND e.state = 'active';
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION switchboard.caller(uuid) IS
+  'Scope of an active endpoint: granted queues, agent owner string, default lease, human. forbidden when revoked or unknown.';
+
+CREATE OR REPLACE FUNCTION switchboard.human_add(p_name text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     h switchboard.humans;
@@ -17,7 +40,7 @@ END
 $$;
 COMMENT ON FUNCTION switchboard.human_add(text) IS 'Add a human (principal). conflict when the name is taken.';
 
-CREATE FUNCTION switchboard.human_id(p_name text) RETURNS uuid
+CREATE OR REPLACE FUNCTION switchboard.human_id(p_name text) RETURNS uuid
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_id uuid;
@@ -32,7 +55,7 @@ $$;
 COMMENT ON FUNCTION switchboard.human_id(text) IS 'Id of a human by name; not_found when unknown.';
 
 -- An endpoint by id (uuid text) or slug; not_found otherwise.
-CREATE FUNCTION switchboard.endpoint_id(p_ref text) RETURNS uuid
+CREATE OR REPLACE FUNCTION switchboard.endpoint_id(p_ref text) RETURNS uuid
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_id uuid;
@@ -47,7 +70,7 @@ END
 $$;
 COMMENT ON FUNCTION switchboard.endpoint_id(text) IS 'Resolve an endpoint id or slug; not_found when unknown.';
 
-CREATE FUNCTION switchboard.endpoint_json(e switchboard.endpoints) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.endpoint_json(e switchboard.endpoints) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'endpoint_id', e.id,
@@ -74,7 +97,7 @@ COMMENT ON FUNCTION switchboard.endpoint_json(switchboard.endpoints) IS 'Operato
 
 -- Vend an endpoint. The credential is minted by the caller; only its sha256 and a display prefix
 -- arrive here. The agent is created under the human when it does not exist yet.
-CREATE FUNCTION switchboard.endpoint_vend(
+CREATE OR REPLACE FUNCTION switchboard.endpoint_vend(
     p_human             text,
     p_agent             text,
     p_credential_hash   bytea,
@@ -147,7 +170,7 @@ COMMENT ON FUNCTION switchboard.endpoint_vend(text, text, bytea, text, text[], t
   'Vend an endpoint for an agent of a human (agent created when new). Validates queues, verbs, ceiling. Stores only the credential hash.';
 
 -- Authentication: one call per request. Active endpoints only.
-CREATE FUNCTION switchboard.endpoint_resolve(p_credential_hash bytea)
+CREATE OR REPLACE FUNCTION switchboard.endpoint_resolve(p_credential_hash bytea)
 RETURNS TABLE (endpoint_id uuid, slug text, agent_id uuid, human_id uuid, queues text[], verbs text[])
 LANGUAGE sql STABLE AS $$
     SELECT e.id, e.slug, e.agent_id, a.owner_human_id, e.queues, e.verbs
@@ -158,7 +181,7 @@ $$;
 COMMENT ON FUNCTION switchboard.endpoint_resolve(bytea) IS
   'The active endpoint (and its immutable scope) whose credential hashes to p_credential_hash; no row otherwise.';
 
-CREATE FUNCTION switchboard.endpoint_list(p_human text DEFAULT NULL) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.endpoint_list(p_human text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_human uuid;
@@ -174,9 +197,7 @@ END
 $$;
 COMMENT ON FUNCTION switchboard.endpoint_list(text) IS 'All endpoints, or those of one human; never a credential.';
 
--- Revoke: the credential stops resolving, open todos are dead-lettered, servers close its sessions
--- (NOTIFY switchboard_revoked). Repeating it is harmless.
-CREATE FUNCTION switchboard.endpoint_revoke(p_endpoint uuid) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.endpoint_revoke(p_endpoint uuid) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_count int;
@@ -192,14 +213,32 @@ BEGIN
      WHERE endpoint_id = p_endpoint
        AND (state IN ('pending', 'claimed') OR next_retry_at IS NOT NULL);
     GET DIAGNOSTICS v_count = ROW_COUNT;
-    PERFORM pg_notify('switchboard_revoked', p_endpoint::text);
     RETURN jsonb_build_object('endpoint_id', p_endpoint, 'state', 'revoked', 'todos_dead_lettered', v_count);
 END
 $$;
 COMMENT ON FUNCTION switchboard.endpoint_revoke(uuid) IS
   'Revoke an endpoint: credential dead at once, open todos dead-lettered (result endpoint_revoked), live sessions told to close.';
 
-CREATE FUNCTION switchboard.friend_json(f switchboard.friend_edges) RETURNS jsonb
+-- MCP servers trust a session's credential until they hear that its endpoint was revoked
+-- (server/mcpapi, trustedSession). They must hear of every revocation, however it is made:
+-- endpoint_revoke() or a DBA's UPDATE. The trigger below sends the notification, so no path can
+-- forget it (endpoint_revoke() sends none of its own).
+CREATE OR REPLACE FUNCTION switchboard.notify_revoked() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('switchboard_revoked', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION switchboard.notify_revoked() IS
+  'Trigger: NOTIFY switchboard_revoked with the endpoint id when an endpoint leaves the active state.';
+
+CREATE OR REPLACE TRIGGER endpoints_revoked
+    AFTER UPDATE OF state ON switchboard.endpoints
+    FOR EACH ROW WHEN (OLD.state = 'active' AND NEW.state <> 'active')
+    EXECUTE FUNCTION switchboard.notify_revoked();
+
+CREATE OR REPLACE FUNCTION switchboard.friend_json(f switchboard.friend_edges) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'id', f.id,
@@ -211,7 +250,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 COMMENT ON FUNCTION switchboard.friend_json(switchboard.friend_edges) IS 'Operator view of a friend edge.';
 
-CREATE FUNCTION switchboard.friend_request(p_from text, p_to text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.friend_request(p_from text, p_to text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     f switchboard.friend_edges;
@@ -233,7 +272,7 @@ COMMENT ON FUNCTION switchboard.friend_request(text, text) IS
   'Request a friend edge from one human to another (pending). One live edge per ordered pair.';
 
 -- pending -> approved | denied; approved -> revoked. Anything else is a conflict.
-CREATE FUNCTION switchboard.friend_decide(p_edge uuid, p_state text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.friend_decide(p_edge uuid, p_state text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     f switchboard.friend_edges;
@@ -258,7 +297,7 @@ $$;
 COMMENT ON FUNCTION switchboard.friend_decide(uuid, text) IS
   'Move a friend edge: pending -> approved|denied, approved -> revoked.';
 
-CREATE FUNCTION switchboard.friend_list(p_human text DEFAULT NULL) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.friend_list(p_human text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_human uuid;
@@ -272,29 +311,3 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION switchboard.friend_list(text) IS 'Friend edges, all or those touching one human.';
-
-CREATE FUNCTION switchboard.settings_json() RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT jsonb_object_agg(key, value ORDER BY key) FROM switchboard.settings
-$$;
-COMMENT ON FUNCTION switchboard.settings_json() IS 'All tunables as one JSON object.';
-
-CREATE FUNCTION switchboard.settings_set(p_key text, p_value numeric) RETURNS jsonb
-LANGUAGE plpgsql AS $$
-DECLARE
-    s switchboard.settings;
-BEGIN
-    SELECT * INTO s FROM switchboard.settings WHERE key = p_key FOR UPDATE;
-    IF NOT FOUND THEN
-        PERFORM switchboard.refuse('invalid_argument', 'unknown setting');
-    ELSIF p_value IS NULL OR p_value NOT BETWEEN s.min_value AND s.max_value
-          OR (s.integral AND p_value <> trunc(p_value)) THEN
-        PERFORM switchboard.refuse('invalid_argument',
-            format('%s takes %s from %s to %s', p_key, CASE WHEN s.integral THEN 'a whole number' ELSE 'a number' END,
-                   s.min_value, s.max_value));
-    END IF;
-    UPDATE switchboard.settings SET value = p_value WHERE key = p_key;
-    RETURN switchboard.settings_json();
-END
-$$;
-COMMENT ON FUNCTION switchboard.settings_set(text, numeric) IS 'Change one tunable within its range; returns all of them.';

@@ -2,7 +2,7 @@
 
 -- May a webhook owned by p_human deliver into p_target? Same human: yes. Another human: only with
 -- an approved friend edge from p_human to the target's human. Inactive endpoints: never.
-CREATE FUNCTION switchboard.may_deliver(p_human uuid, p_target uuid) RETURNS boolean
+CREATE OR REPLACE FUNCTION switchboard.may_deliver(p_human uuid, p_target uuid) RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT EXISTS (
         SELECT 1
@@ -17,7 +17,7 @@ $$;
 COMMENT ON FUNCTION switchboard.may_deliver(uuid, uuid) IS
   'Whether a human''s webhooks may deliver into an endpoint: active, and same human or approved edge from that human to the target''s human.';
 
-CREATE FUNCTION switchboard.route_add(p_endpoint uuid, p_webhook text, p_target text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.route_add(p_endpoint uuid, p_webhook text, p_target text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     w switchboard.webhooks := switchboard.owned_webhook(p_endpoint, p_webhook);
@@ -39,7 +39,7 @@ $$;
 COMMENT ON FUNCTION switchboard.route_add(uuid, text, text) IS
   'Route a webhook the caller''s human owns to a target endpoint (same human, or approved friend edge). Idempotent; one identical forbidden for unknown, malformed, revoked, unfriended targets.';
 
-CREATE FUNCTION switchboard.route_list(p_endpoint uuid, p_webhook text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.route_list(p_endpoint uuid, p_webhook text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     w switchboard.webhooks := switchboard.owned_webhook(p_endpoint, p_webhook);
@@ -56,7 +56,7 @@ $$;
 COMMENT ON FUNCTION switchboard.route_list(uuid, text) IS
   'The owner and every recorded route of a webhook (also routes whose friendship was revoked). Ownership only.';
 
-CREATE FUNCTION switchboard.route_remove(p_endpoint uuid, p_webhook text, p_target text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.route_remove(p_endpoint uuid, p_webhook text, p_target text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     w switchboard.webhooks := switchboard.owned_webhook(p_endpoint, p_webhook);

@@ -1,11 +1,30 @@
--- Switchboard: the tables. PostgreSQL is the system; every rule about them lives in the
--- functions of the later migrations, which is where a DBA should read first.
+-- Switchboard's state: the schema, its tables, indexes and constraints, and the fixed vocabularies.
+--
+-- Tables only. Every function, view and trigger is in the code package db/code/ (installed by
+-- `switchboard migrate` after the migrations, in the same transaction), so this file is the
+-- place to read the data model and db/code/ the place to read the logic. This baseline squashes
+-- the twelve migrations of the first development cycle; a database made before it cannot be
+-- upgraded and is created again. From here on, each schema change is a new migration.
 
 CREATE SCHEMA IF NOT EXISTS switchboard;
 COMMENT ON SCHEMA switchboard IS
   'Switchboard: durable todo queue, agent endpoints and webhook ingestion. Logic lives in the functions (\df+ switchboard.*).';
 
--- Tunables read by the functions at call time. Change them with UPDATE or `switchboard settings set`.
+-- A queue name is a domain rather than a CHECK on todos.queue: PostgreSQL evaluates every table
+-- CHECK on every UPDATE, whichever columns change, and no verb changes a queue; a domain is
+-- checked only when a value is stored into the column. A violation is SQLSTATE 23514.
+CREATE DOMAIN switchboard.queue_name AS text
+    CHECK (VALUE ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$');
+COMMENT ON DOMAIN switchboard.queue_name IS
+  'A queue name: a letter or digit, then up to 127 of letters, digits and ._:-';
+
+-- ---------------------------------------------------------------------------------------------
+-- Vocabularies and tunables
+-- ---------------------------------------------------------------------------------------------
+
+-- Tunables read by the functions at call time. The keys, their ranges and their defaults are
+-- declared in db/code/settings.sql (each install adds new keys); change a value with
+-- `switchboard settings set` or switchboard.settings_set().
 CREATE TABLE switchboard.settings (
     key         text PRIMARY KEY,
     value       numeric NOT NULL,
@@ -16,15 +35,6 @@ CREATE TABLE switchboard.settings (
     CHECK (value BETWEEN min_value AND max_value AND (NOT integral OR value = trunc(value)))
 );
 COMMENT ON TABLE switchboard.settings IS 'Queue tunables, read by the functions at call time.';
-
-INSERT INTO switchboard.settings (key, value, min_value, max_value, integral, description) VALUES
-    ('backoff_base_seconds',  30,    0, 86400, false, 'first retry delay after fail; doubles per attempt'),
-    ('backoff_cap_seconds',   900,   0, 604800, false, 'upper bound of the retry delay'),
-    ('max_attempts',          5,     1, 1000,  true,  'attempts a new todo gets (taken at create time)'),
-    ('lease_default_seconds', 300,   1, 86400, true,  'lease TTL when neither the call nor the endpoint names one'),
-    ('lease_max_seconds',     86400, 1, 86400, true,  'largest lease TTL a call may ask for'),
-    ('doorbell_enabled',      1,     0, 1,     true,  '1: new and requeued todos signal the doorbell (pg_notify); 0: silent'),
-    ('doorbell_window_ms',    40,    0, 10000, true,  'coalescing window: at most one doorbell NOTIFY per database per window');
 
 -- The stable error vocabulary shared by SQL and the wire. Functions raise these SQLSTATEs;
 -- the Go server maps them back to the code, so psql and an agent see the same verdict.
@@ -40,6 +50,7 @@ INSERT INTO switchboard.error_codes (code, sqlstate, meaning) VALUES
     ('forbidden',             'SB403', 'outside the endpoint scope or grant'),
     ('not_found',             'SB404', 'unknown id, or an id of another tenant (indistinguishable)'),
     ('conflict',              'SB409', 'wrong state, lost race, not the holder, bad fence token'),
+    ('stale',                 'SB412', 'the receiver routed a delivery with rules that changed since; it reads them again (never on the wire)'),
     ('ceiling_exceeded',      'SB421', 'webhook count at the ceiling max'),
     ('forbidden_source_type', 'SB422', 'webhook source type outside the ceiling'),
     ('rule_not_found',        'SB441', 'unknown rule id'),
@@ -47,7 +58,8 @@ INSERT INTO switchboard.error_codes (code, sqlstate, meaning) VALUES
     ('forbidden_function',    'SB443', 'jq expression uses a forbidden function'),
     ('invalid_rule',          'SB444', 'rule shape is invalid'),
     ('too_many_rules',        'SB445', 'more than 32 rules'),
-    ('invalid_params',        'SB446', 'rule params are not a small JSON object');
+    ('invalid_params',        'SB446', 'rule params are not a small JSON object'),
+    ('no_targets',            'SB503', 'a delivery has no live target; the producer should retry (HTTP 503)');
 
 -- The verb vocabulary an endpoint's allowlist draws from.
 CREATE TABLE switchboard.verbs (
@@ -66,6 +78,10 @@ INSERT INTO switchboard.verbs (name, family) VALUES
     ('update_webhook_rule', 'rule'), ('move_webhook_rule', 'rule'), ('remove_webhook_rule', 'rule'),
     ('test_webhook_rules', 'rule'),
     ('list_webhook_events', 'event'), ('get_webhook_event', 'event');
+
+-- ---------------------------------------------------------------------------------------------
+-- Identity: humans own agents, agents are vended endpoints, friend edges run between humans
+-- ---------------------------------------------------------------------------------------------
 
 CREATE TABLE switchboard.humans (
     id         uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -102,14 +118,6 @@ CREATE TABLE switchboard.endpoints (
 COMMENT ON TABLE switchboard.endpoints IS
   'What a human vends to an agent: /mcp/{slug} plus a bearer credential, with an immutable scope.';
 
--- One row: when the doorbell last sent a NOTIFY (coalescing, see switchboard.ring).
-CREATE TABLE switchboard.doorbell (
-    one          boolean PRIMARY KEY DEFAULT true CHECK (one),
-    signalled_at timestamptz NOT NULL DEFAULT '-infinity'
-);
-INSERT INTO switchboard.doorbell DEFAULT VALUES;
-COMMENT ON TABLE switchboard.doorbell IS 'When the last doorbell NOTIFY was sent; lets busy databases coalesce signals.';
-
 CREATE TABLE switchboard.friend_edges (
     id         uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     from_human uuid NOT NULL REFERENCES switchboard.humans,
@@ -124,6 +132,18 @@ COMMENT ON TABLE switchboard.friend_edges IS
 -- At most one live edge per ordered pair.
 CREATE UNIQUE INDEX friend_edges_live ON switchboard.friend_edges (from_human, to_human)
     WHERE state IN ('pending', 'approved');
+
+-- One row: when the doorbell last sent a NOTIFY (coalescing, see switchboard.ring).
+CREATE TABLE switchboard.doorbell (
+    one          boolean PRIMARY KEY DEFAULT true CHECK (one),
+    signalled_at timestamptz NOT NULL DEFAULT '-infinity'
+);
+COMMENT ON TABLE switchboard.doorbell IS 'When the last doorbell NOTIFY was sent; lets busy databases coalesce signals.';
+INSERT INTO switchboard.doorbell DEFAULT VALUES;
+
+-- ---------------------------------------------------------------------------------------------
+-- Webhooks: sources agents create, extra delivery targets, and every accepted delivery
+-- ---------------------------------------------------------------------------------------------
 
 CREATE TABLE switchboard.webhooks (
     id             uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -176,10 +196,14 @@ CREATE TABLE switchboard.webhook_events (
 );
 COMMENT ON TABLE switchboard.webhook_events IS 'Every accepted delivery, deduplicated on (webhook, delivery key).';
 
+-- ---------------------------------------------------------------------------------------------
+-- The queue
+-- ---------------------------------------------------------------------------------------------
+
 CREATE TABLE switchboard.todos (
     id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     endpoint_id      uuid NOT NULL REFERENCES switchboard.endpoints,   -- the tenant
-    queue            text NOT NULL CHECK (queue ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$'),
+    queue            switchboard.queue_name NOT NULL,
     title            text NOT NULL DEFAULT '',
     source           text NOT NULL DEFAULT 'operator',
     kind             text,
@@ -187,12 +211,12 @@ CREATE TABLE switchboard.todos (
     payload_size     int NOT NULL DEFAULT 0,
     routing          jsonb,
     event_id         bigint REFERENCES switchboard.webhook_events,
-    state            text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'claimed', 'done', 'failed')),
+    state            text NOT NULL DEFAULT 'pending',
     owner            text,
     lease_expires_at timestamptz,
     lease_token_hash bytea,
     attempt          int NOT NULL DEFAULT 0,
-    max_attempts     int NOT NULL CHECK (max_attempts >= 1),
+    max_attempts     int NOT NULL,
     next_retry_at    timestamptz,           -- set: parked retry; null on a failed row: dead letter
     result           jsonb,
     idempotency_key  text,
@@ -200,8 +224,16 @@ CREATE TABLE switchboard.todos (
     ready_at         timestamptz NOT NULL DEFAULT now(),   -- last time it became pending
     updated_at       timestamptz NOT NULL DEFAULT now(),
     completed_at     timestamptz,
-    CHECK (state <> 'claimed' OR (owner IS NOT NULL AND lease_expires_at IS NOT NULL)),
-    CHECK (next_retry_at IS NULL OR state = 'failed')
+    -- The state machine's shape in one CHECK (PostgreSQL evaluates each CHECK on every UPDATE,
+    -- so one is cheaper than five): a lease exactly while claimed (with an owner), a retry time
+    -- only on a failed row (set: parked retry; null: dead letter).
+    CONSTRAINT todos_shape CHECK (max_attempts >= 1 AND CASE state
+        WHEN 'pending' THEN lease_expires_at IS NULL AND next_retry_at IS NULL
+        WHEN 'claimed' THEN lease_expires_at IS NOT NULL AND owner IS NOT NULL AND next_retry_at IS NULL
+        WHEN 'done'    THEN lease_expires_at IS NULL AND next_retry_at IS NULL
+        WHEN 'failed'  THEN lease_expires_at IS NULL
+        ELSE false
+    END)
 );
 COMMENT ON TABLE switchboard.todos IS
   'The durable queue. State machine: pending -> claimed -> done | failed (parked retry or dead letter).';
@@ -212,8 +244,11 @@ COMMENT ON TABLE switchboard.todos IS
 -- `queue = ANY(...)` on a second column, and an endpoint's pending rows are mostly in its
 -- granted queues anyway; a one-queue claim filters the others out while walking.
 CREATE INDEX todos_claimable ON switchboard.todos (endpoint_id, created_at, id) WHERE state = 'pending';
--- Takeover and reaper paths: both partial indexes hold only in-flight rows, keyed by deadline.
-CREATE INDEX todos_leases ON switchboard.todos (lease_expires_at) WHERE state = 'claimed';
+-- Takeover and reaper paths: in-flight leases only, keyed by deadline. Partial on its own key,
+-- not on state = 'claimed': holds() says state = 'claimed' too, and a generic plan of complete
+-- could then pick this index over the primary key and walk every lease entry to find one id.
+-- A deadline comparison implies the predicate; an id lookup does not.
+CREATE INDEX todos_leases ON switchboard.todos (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX todos_retries ON switchboard.todos (next_retry_at) WHERE next_retry_at IS NOT NULL;
 -- Doorbell path: which pending todos of an endpoint became ready recently.
 CREATE INDEX todos_ready ON switchboard.todos (endpoint_id, ready_at) WHERE state = 'pending';

@@ -1,9 +1,13 @@
--- Webhooks: agent self-management within the endpoint's ceiling, delivery targets, and ingestion.
--- Ingest tokens and signing secrets are minted by the caller (crypto/rand) and held here.
+-- Webhooks and ingest: agent self-management within the endpoint's ceiling, delivery targets,
+-- and storing deliveries.
+--
+-- Ingest tokens and signing secrets are minted by the caller (crypto/rand) and held here. The
+-- receiver (server/ingest) verifies a delivery, runs its jq rules, and stores it with one call
+-- to ingest_if_current() (ingest() under a check that its cached webhook is still current).
 
 -- A webhook the caller's human owns (its owning endpoint belongs to the caller's human).
 -- Unknown, malformed, deleted and foreign ids are one identical not_found.
-CREATE FUNCTION switchboard.owned_webhook(p_endpoint uuid, p_webhook text) RETURNS switchboard.webhooks
+CREATE OR REPLACE FUNCTION switchboard.owned_webhook(p_endpoint uuid, p_webhook text) RETURNS switchboard.webhooks
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     w switchboard.webhooks;
@@ -23,9 +27,28 @@ $$;
 COMMENT ON FUNCTION switchboard.owned_webhook(uuid, text) IS
   'The live webhook p_webhook if the caller endpoint''s human owns it; one identical not_found otherwise.';
 
+-- Rotate and delete act on the caller endpoint's own webhooks (the ones its ceiling counts).
+CREATE OR REPLACE FUNCTION switchboard.own_webhook_for_update(p_endpoint uuid, p_webhook text) RETURNS switchboard.webhooks
+LANGUAGE plpgsql AS $$
+DECLARE
+    w switchboard.webhooks;
+BEGIN
+    PERFORM switchboard.caller(p_endpoint);
+    SELECT * INTO w FROM switchboard.webhooks
+     WHERE id = switchboard.as_uuid(p_webhook) AND endpoint_id = p_endpoint AND deleted_at IS NULL
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('not_found', 'webhook not found');
+    END IF;
+    RETURN w;
+END
+$$;
+COMMENT ON FUNCTION switchboard.own_webhook_for_update(uuid, text) IS
+  'Lock a live webhook owned by exactly this endpoint; not_found otherwise (unknown, malformed, deleted, foreign).';
+
 -- The webhook as agents see it. The ingest token is returned so the server can build the ingest
 -- URL; the signing secret never leaves through here.
-CREATE FUNCTION switchboard.webhook_json(w switchboard.webhooks) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.webhook_json(w switchboard.webhooks) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_strip_nulls(jsonb_build_object(
         'webhook_id', w.id,
@@ -40,7 +63,7 @@ COMMENT ON FUNCTION switchboard.webhook_json(switchboard.webhooks) IS 'Webhook m
 
 -- Create a webhook within the ceiling. Checks in the contract's order; the endpoint row is locked
 -- so two concurrent creates cannot both take the last slot.
-CREATE FUNCTION switchboard.webhook_create(
+CREATE OR REPLACE FUNCTION switchboard.webhook_create(
     p_endpoint uuid, p_source_type text, p_target_queue text, p_ingest_token text, p_signing_secret text)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -81,26 +104,7 @@ $$;
 COMMENT ON FUNCTION switchboard.webhook_create(uuid, text, text, text, text) IS
   'Create a webhook owned by the endpoint: invalid_argument, forbidden_source_type, invalid_argument (unknown type), forbidden (queue), ceiling_exceeded - in that order, atomically. Trust mode derived from the source type. Returns the secret once (signed types).';
 
--- Rotate and delete act on the caller endpoint's own webhooks (the ones its ceiling counts).
-CREATE FUNCTION switchboard.own_webhook_for_update(p_endpoint uuid, p_webhook text) RETURNS switchboard.webhooks
-LANGUAGE plpgsql AS $$
-DECLARE
-    w switchboard.webhooks;
-BEGIN
-    PERFORM switchboard.caller(p_endpoint);
-    SELECT * INTO w FROM switchboard.webhooks
-     WHERE id = switchboard.as_uuid(p_webhook) AND endpoint_id = p_endpoint AND deleted_at IS NULL
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        PERFORM switchboard.refuse('not_found', 'webhook not found');
-    END IF;
-    RETURN w;
-END
-$$;
-COMMENT ON FUNCTION switchboard.own_webhook_for_update(uuid, text) IS
-  'Lock a live webhook owned by exactly this endpoint; not_found otherwise (unknown, malformed, deleted, foreign).';
-
-CREATE FUNCTION switchboard.webhook_rotate(
+CREATE OR REPLACE FUNCTION switchboard.webhook_rotate(
     p_endpoint uuid, p_webhook text, p_ingest_token text, p_signing_secret text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -122,7 +126,7 @@ $$;
 COMMENT ON FUNCTION switchboard.webhook_rotate(uuid, text, text, text) IS
   'New ingest token (and secret for signed types); the old URL and secret stop working at commit.';
 
-CREATE FUNCTION switchboard.webhook_delete(p_endpoint uuid, p_webhook text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.webhook_delete(p_endpoint uuid, p_webhook text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     w switchboard.webhooks := switchboard.own_webhook_for_update(p_endpoint, p_webhook);
@@ -137,7 +141,7 @@ $$;
 COMMENT ON FUNCTION switchboard.webhook_delete(uuid, text) IS
   'Delete an own webhook: token and secret erased, routes removed, ceiling slot freed; events are kept.';
 
-CREATE FUNCTION switchboard.webhook_list(p_endpoint uuid) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.webhook_list(p_endpoint uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     e switchboard.endpoints;
@@ -162,7 +166,7 @@ COMMENT ON FUNCTION switchboard.webhook_list(uuid) IS 'The endpoint''s live webh
 -- Where a webhook's deliveries land right now: the owning endpoint first (if active), then routed
 -- endpoints in grant order that are active and, for another human, still befriended (an approved
 -- edge from the webhook owner's human to the target's human). Re-evaluated at every delivery.
-CREATE FUNCTION switchboard.webhook_targets(p_webhook uuid)
+CREATE OR REPLACE FUNCTION switchboard.webhook_targets(p_webhook uuid)
 RETURNS TABLE (endpoint_id uuid, ord bigint)
 LANGUAGE sql STABLE AS $$
     WITH hook AS (
@@ -191,7 +195,7 @@ COMMENT ON FUNCTION switchboard.webhook_targets(uuid) IS
 
 -- What the receiver needs before verifying: the webhook behind an ingest token, with its secret
 -- and rules. Rotated and deleted tokens find nothing.
-CREATE FUNCTION switchboard.webhook_by_token(p_token text)
+CREATE OR REPLACE FUNCTION switchboard.webhook_by_token(p_token text)
 RETURNS TABLE (webhook_id uuid, endpoint_id uuid, source_type text, trust_mode text, signing_secret text,
                target_queue text, rules jsonb, default_action jsonb, rule_params jsonb, rules_version bigint)
 LANGUAGE sql STABLE AS $$
@@ -204,7 +208,7 @@ COMMENT ON FUNCTION switchboard.webhook_by_token(text) IS
   'Receiver lookup by ingest token (live webhooks only), including the signing secret and the rule list version.';
 
 -- The receiver's answer for a delivery that was already stored: its todos, none created.
-CREATE FUNCTION switchboard.redelivery(w switchboard.webhooks, p_event bigint) RETURNS jsonb
+CREATE OR REPLACE FUNCTION switchboard.redelivery(w switchboard.webhooks, p_event bigint) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'event_id', ev.id, 'duplicate', true, 'disposition', ev.disposition, 'trust_mode', w.trust_mode,
@@ -227,7 +231,7 @@ COMMENT ON FUNCTION switchboard.redelivery(switchboard.webhooks, bigint) IS
 -- answers with the todos of the first delivery. No live target: no_targets (nothing stored).
 -- p_queue NULL means the webhook's target queue; p_endpoints NULL means every target, otherwise
 -- the rules narrowed the delivery to that subset of the current targets.
-CREATE FUNCTION switchboard.ingest(
+CREATE OR REPLACE FUNCTION switchboard.ingest(
     p_webhook       uuid,
     p_delivery_key  text,
     p_event_type    text,
@@ -311,5 +315,40 @@ $$;
 COMMENT ON FUNCTION switchboard.ingest(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[]) IS
   'Store one verified delivery and fan it out: event row plus one todo per live target (owner first, then routes), in one transaction. Redeliveries answer with the first delivery''s todos. no_targets when nothing is live.';
 
-INSERT INTO switchboard.error_codes (code, sqlstate, meaning) VALUES
-    ('no_targets', 'SB503', 'a delivery has no live target; the producer should retry (HTTP 503)');
+CREATE OR REPLACE FUNCTION switchboard.ingest_if_current(
+    p_webhook       uuid,
+    p_delivery_key  text,
+    p_event_type    text,
+    p_verified      boolean,
+    p_verify_detail text,
+    p_content_type  text,
+    p_payload_size  int,
+    p_payload       jsonb,
+    p_headers       jsonb,
+    p_title         text,
+    p_disposition   text,
+    p_routing       jsonb,
+    p_queue         text,
+    p_endpoints     uuid[],
+    p_ingest_token  text,
+    p_rules_version bigint)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_version bigint;
+BEGIN
+    -- A deleted webhook's token is erased, so it never matches.
+    SELECT rules_version INTO v_version FROM switchboard.webhooks
+     WHERE id = p_webhook AND ingest_token = p_ingest_token;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('not_found', 'webhook not found');
+    ELSIF v_version <> p_rules_version THEN
+        PERFORM switchboard.refuse('stale', 'the webhook''s rules changed since it was read');
+    END IF;
+    RETURN switchboard.ingest(p_webhook, p_delivery_key, p_event_type, p_verified, p_verify_detail,
+                              p_content_type, p_payload_size, p_payload, p_headers, p_title, p_disposition,
+                              p_routing, p_queue, p_endpoints);
+END
+$$;
+COMMENT ON FUNCTION switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint) IS
+  'ingest() for a receiver that read the webhook earlier: not_found when the token was rotated or the webhook deleted since, stale when its rules were saved since; else ingest().';

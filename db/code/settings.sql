@@ -1,0 +1,62 @@
+-- Settings: the tunables the functions read at call time, and the one place that declares them.
+--
+-- To add a tunable, add one row to the catalogue below (key, default, range, whole numbers only,
+-- what it does) and read it with switchboard.setting('<key>'). Every install adds the keys that
+-- are new with their default and refreshes the range and description of the others; it never
+-- changes a value a DBA set. The range is enforced twice: by the CHECK of the settings table
+-- (so a plain UPDATE cannot leave it) and by settings_set(), which names the range in its
+-- refusal. An install that narrows a range below a stored value fails on that CHECK: change the
+-- value first.
+
+INSERT INTO switchboard.settings AS s (key, value, min_value, max_value, integral, description) VALUES
+    --  key                     default  min   max     whole  description
+    ('backoff_base_seconds',    30,      0,    86400,  false, 'first retry delay after fail; doubles per attempt'),
+    ('backoff_cap_seconds',     900,     0,    604800, false, 'upper bound of the retry delay'),
+    ('max_attempts',            5,       1,    1000,   true,  'attempts a new todo gets (taken at create time)'),
+    ('lease_default_seconds',   300,     1,    86400,  true,  'lease TTL when neither the call nor the endpoint names one'),
+    ('lease_max_seconds',       86400,   1,    86400,  true,  'largest lease TTL a call may ask for'),
+    ('doorbell_enabled',        1,       0,    1,      true,  '1: new and requeued todos signal the doorbell (pg_notify); 0: silent'),
+    ('doorbell_window_ms',      40,      0,    10000,  true,  'coalescing window: at most one doorbell NOTIFY per database per window')
+ON CONFLICT (key) DO UPDATE
+    SET min_value   = excluded.min_value,
+        max_value   = excluded.max_value,
+        integral    = excluded.integral,
+        description = excluded.description
+  WHERE (s.min_value, s.max_value, s.integral, s.description)
+        IS DISTINCT FROM (excluded.min_value, excluded.max_value, excluded.integral, excluded.description);
+
+-- PL/pgSQL rather than SQL: a non-inlinable SQL function is planned again on every call,
+-- a PL/pgSQL one keeps its plan.
+CREATE OR REPLACE FUNCTION switchboard.setting(p_key text) RETURNS numeric
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT value FROM switchboard.settings WHERE key = p_key);
+END
+$$;
+COMMENT ON FUNCTION switchboard.setting(text) IS 'Current value of a tunable from switchboard.settings.';
+
+CREATE OR REPLACE FUNCTION switchboard.settings_json() RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_object_agg(key, value ORDER BY key) FROM switchboard.settings
+$$;
+COMMENT ON FUNCTION switchboard.settings_json() IS 'All tunables as one JSON object.';
+
+CREATE OR REPLACE FUNCTION switchboard.settings_set(p_key text, p_value numeric) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    s switchboard.settings;
+BEGIN
+    SELECT * INTO s FROM switchboard.settings WHERE key = p_key FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('invalid_argument', 'unknown setting');
+    ELSIF p_value IS NULL OR p_value NOT BETWEEN s.min_value AND s.max_value
+          OR (s.integral AND p_value <> trunc(p_value)) THEN
+        PERFORM switchboard.refuse('invalid_argument',
+            format('%s takes %s from %s to %s', p_key, CASE WHEN s.integral THEN 'a whole number' ELSE 'a number' END,
+                   s.min_value, s.max_value));
+    END IF;
+    UPDATE switchboard.settings SET value = p_value WHERE key = p_key;
+    RETURN switchboard.settings_json();
+END
+$$;
+COMMENT ON FUNCTION switchboard.settings_set(text, numeric) IS 'Change one tunable within its range; returns all of them.';
