@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"switchboard/server/mcpapi"
 )
 
@@ -28,8 +30,12 @@ type Config struct {
 	// default 30s, 0 = off). A Go duration, or a number of seconds.
 	ReaperInterval time.Duration
 	// Limits are the per-endpoint token buckets (SWITCHBOARD_TOOL_RATE / _BURST,
-	// SWITCHBOARD_WEBHOOK_RATE / _BURST; rates as N/s or N/m).
+	// SWITCHBOARD_WEBHOOK_RATE / _BURST, SWITCHBOARD_INIT_RATE / _BURST for initialize;
+	// rates as N/s or N/m).
 	Limits mcpapi.Limits
+	// MaxSessionsPerEndpoint caps the live MCP sessions of one endpoint in this process
+	// (SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT, default 64); past it initialize gets 429.
+	MaxSessionsPerEndpoint int
 	// DoorbellWindow overrides the trailing re-check delay (0: doorbell_window_ms setting).
 	DoorbellWindow time.Duration
 	// SessionIdle closes MCP sessions idle this long (SWITCHBOARD_SESSION_IDLE, default 1h).
@@ -43,11 +49,14 @@ type Config struct {
 // DefaultConfig is the configuration with every default applied.
 func DefaultConfig() Config {
 	c := Config{
-		Addr:            "127.0.0.1:8080",
-		ReaperInterval:  30 * time.Second,
-		Limits:          mcpapi.DefaultLimits(),
-		SessionIdle:     time.Hour,
-		ShutdownTimeout: 15 * time.Second,
+		Addr:           "127.0.0.1:8080",
+		ReaperInterval: 30 * time.Second,
+		Limits:         mcpapi.DefaultLimits(),
+		SessionIdle:    time.Hour,
+		// A client opens one or two sessions; 64 leaves room for many restarts within the idle
+		// timeout while bounding what one credential can hold open.
+		MaxSessionsPerEndpoint: 64,
+		ShutdownTimeout:        15 * time.Second,
 	}
 	return c
 }
@@ -78,24 +87,23 @@ func ConfigFromEnv() (Config, error) {
 	}
 	for _, r := range []struct {
 		key  string
-		into *mcpapi.Limits
-		tool bool
-	}{{"SWITCHBOARD_TOOL_RATE", &c.Limits, true}, {"SWITCHBOARD_WEBHOOK_RATE", &c.Limits, false}} {
+		into *rate.Limit
+	}{{"SWITCHBOARD_TOOL_RATE", &c.Limits.ToolRate}, {"SWITCHBOARD_WEBHOOK_RATE", &c.Limits.WebhookRate},
+		{"SWITCHBOARD_INIT_RATE", &c.Limits.InitRate}} {
 		if v := os.Getenv(r.key); v != "" {
 			l, err := mcpapi.ParseRate(v)
 			if err != nil {
 				bad(r.key, err)
-			} else if r.tool {
-				r.into.ToolRate = l
 			} else {
-				r.into.WebhookRate = l
+				*r.into = l
 			}
 		}
 	}
 	for _, b := range []struct {
 		key  string
 		into *int
-	}{{"SWITCHBOARD_TOOL_BURST", &c.Limits.ToolBurst}, {"SWITCHBOARD_WEBHOOK_BURST", &c.Limits.WebhookBurst}} {
+	}{{"SWITCHBOARD_TOOL_BURST", &c.Limits.ToolBurst}, {"SWITCHBOARD_WEBHOOK_BURST", &c.Limits.WebhookBurst},
+		{"SWITCHBOARD_INIT_BURST", &c.Limits.InitBurst}} {
 		if v := os.Getenv(b.key); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
@@ -104,6 +112,13 @@ func ConfigFromEnv() (Config, error) {
 				*b.into = n
 			}
 		}
+	}
+	if v := os.Getenv("SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			bad("SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", fmt.Errorf("want a whole number >= 1"))
+		}
+		c.MaxSessionsPerEndpoint = n
 	}
 	if v := os.Getenv("SWITCHBOARD_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)

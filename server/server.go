@@ -92,9 +92,14 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		BaseURL:     s.baseURL,
 		Limits:      cfg.Limits,
 		SessionIdle: cfg.SessionIdle,
+		MaxSessions: cfg.MaxSessionsPerEndpoint,
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
 	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, log, rules.NewCache(1024), s.metrics.Ingest))
+	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server"} {
+		s.mux.HandleFunc(p, mcpapi.NoOAuth)
+		s.mux.HandleFunc(p+"/", mcpapi.NoOAuth) // the per-path forms, e.g. .../mcp/{slug}
+	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", s.metricsHandler())

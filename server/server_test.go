@@ -107,7 +107,8 @@ func TestConfigFromEnv(t *testing.T) {
 		"SWITCHBOARD_ADDR": "0.0.0.0:9000", "SWITCHBOARD_REAPER_INTERVAL": "0",
 		"SWITCHBOARD_TOOL_RATE": "5/s", "SWITCHBOARD_TOOL_BURST": "7",
 		"SWITCHBOARD_WEBHOOK_RATE": "3/m", "SWITCHBOARD_WEBHOOK_BURST": "2",
-		"SWITCHBOARD_LOG_LEVEL": "debug",
+		"SWITCHBOARD_INIT_RATE": "4/s", "SWITCHBOARD_INIT_BURST": "9",
+		"SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT": "3", "SWITCHBOARD_LOG_LEVEL": "debug",
 	} {
 		t.Setenv(k, v)
 	}
@@ -116,8 +117,9 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := mcpapi.Limits{ToolRate: 5, ToolBurst: 7, WebhookRate: 3.0 / 60, WebhookBurst: 2}
-	if cfg.Addr != "0.0.0.0:9000" || cfg.ReaperInterval != 0 || cfg.Limits != want || cfg.LogLevel.String() != "DEBUG" {
+	want := mcpapi.Limits{ToolRate: 5, ToolBurst: 7, WebhookRate: 3.0 / 60, WebhookBurst: 2, InitRate: 4, InitBurst: 9}
+	if cfg.Addr != "0.0.0.0:9000" || cfg.ReaperInterval != 0 || cfg.Limits != want || cfg.LogLevel.String() != "DEBUG" ||
+		cfg.MaxSessionsPerEndpoint != 3 {
 		t.Fatalf("%+v", cfg)
 	}
 	t.Setenv("SWITCHBOARD_REAPER_INTERVAL", "250ms")
@@ -127,7 +129,8 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	os.Unsetenv("SWITCHBOARD_TOOL_RATE")
 	d := server.DefaultConfig()
-	if d.Addr != "127.0.0.1:8080" || d.ReaperInterval != 30*time.Second || d.Limits != mcpapi.DefaultLimits() {
+	if d.Addr != "127.0.0.1:8080" || d.ReaperInterval != 30*time.Second || d.Limits != mcpapi.DefaultLimits() ||
+		d.MaxSessionsPerEndpoint != 64 {
 		t.Fatalf("defaults %+v", d)
 	}
 }

@@ -54,6 +54,8 @@ type Options struct {
 	// SessionIdle closes sessions with no request and no open stream for this long
 	// (default 1 h).
 	SessionIdle time.Duration
+	// MaxSessions caps the live sessions of one endpoint in this process (default 64).
+	MaxSessions int
 	Version     string // server version reported by initialize
 }
 
@@ -97,6 +99,9 @@ func New(o Options) *Handler {
 	}
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = time.Hour
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 64
 	}
 	if o.Version == "" {
 		o.Version = "dev"
@@ -191,7 +196,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	hash, ok := bearer(r)
 	if !ok {
-		unauthenticated(w)
+		unauthenticated(w, true)
 		return
 	}
 	// The epoch is read before the database is: a revocation it might miss is one whose
@@ -216,7 +221,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	e, status := h.acquire(ep)
 	switch status {
 	case http.StatusUnauthorized:
-		unauthenticated(w)
+		unauthenticated(w, false)
 		return
 	case http.StatusServiceUnavailable:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "server is shutting down")
@@ -293,7 +298,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []by
 		return store.Endpoint{}, false
 	}
 	if !ok {
-		unauthenticated(w)
+		unauthenticated(w, false)
 		return store.Endpoint{}, false
 	}
 	if ep.Slug != r.PathValue("slug") {
@@ -301,11 +306,6 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []by
 		return store.Endpoint{}, false
 	}
 	return ep, true
-}
-
-func unauthenticated(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
-	writeError(w, http.StatusUnauthorized, "unauthenticated", "missing, unknown or revoked bearer credential")
 }
 
 // writeError writes {"error":{"code","message"}} with the status.

@@ -18,11 +18,16 @@ type Limits struct {
 	ToolBurst    int
 	WebhookRate  rate.Limit // create_webhook, rotate_webhook, delete_webhook
 	WebhookBurst int
+	InitRate     rate.Limit // initialize (new sessions)
+	InitBurst    int
 }
 
-// DefaultLimits: 50/s burst 100 for tools, 10/min burst 5 for webhook management.
+// DefaultLimits: 50/s burst 100 for tools, 10/min burst 5 for webhook management, 2/s burst 64
+// for initialize (an endpoint may fill its default session cap at once, then churn sessions at
+// 2/s; a client opens one or two, a reconnecting one one every few seconds).
 func DefaultLimits() Limits {
-	return Limits{ToolRate: 50, ToolBurst: 100, WebhookRate: rate.Limit(10.0 / 60), WebhookBurst: 5}
+	return Limits{ToolRate: 50, ToolBurst: 100, WebhookRate: rate.Limit(10.0 / 60), WebhookBurst: 5,
+		InitRate: 2, InitBurst: 64}
 }
 
 // ParseRate reads "N/s" or "N/m" (N a non-negative number).
@@ -46,13 +51,14 @@ func ParseRate(s string) (rate.Limit, error) {
 
 // buckets are one endpoint's limiters.
 type buckets struct {
-	tool, webhook *rate.Limiter
+	tool, webhook, init *rate.Limiter
 }
 
 func newBuckets(l Limits) *buckets {
 	return &buckets{
 		tool:    rate.NewLimiter(l.ToolRate, l.ToolBurst),
 		webhook: rate.NewLimiter(l.WebhookRate, l.WebhookBurst),
+		init:    rate.NewLimiter(l.InitRate, l.InitBurst),
 	}
 }
 

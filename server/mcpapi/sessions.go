@@ -104,7 +104,7 @@ func (h *Handler) newEntry(ep store.Endpoint) *endpointEntry {
 			srv.AddTool(t.mcpTool, h.toolHandler(e, t))
 		}
 	}
-	srv.AddReceivingMiddleware(h.forbidOutsideAllowlist(e, allowed))
+	srv.AddReceivingMiddleware(h.forbidOutsideAllowlist(e, allowed), undeclared)
 	e.srv = srv
 	return e
 }
@@ -232,7 +232,7 @@ func versionOK(w http.ResponseWriter, r *http.Request) bool {
 	if v == "" || v >= newProtocol || slices.Contains(mcp.SupportedProtocolVersions(), v) {
 		return true
 	}
-	writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "unsupported MCP protocol version")
+	unsupportedVersion(w, v)
 	return false
 }
 
@@ -268,7 +268,9 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, e *endpointE
 	defer h.calls.Delete(callID)
 
 	if r.Header.Get(sessionHeader) == "" {
-		h.newSession(w, r, e, v)
+		if initializeOrRefuse(w, r) {
+			h.newSession(w, r, e, v)
+		}
 		return
 	}
 	if s := h.lookup(w, r, e, v); s != nil {
@@ -280,6 +282,9 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, e *endpointE
 func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified) {
 	if pv := r.Header.Get(versionHeader); pv >= newProtocol {
 		refuseNewProtocol(w, r, pv)
+		return
+	}
+	if !h.admitSession(w, e) { // sessionlimit.go
 		return
 	}
 	id := rand.Text()
@@ -302,6 +307,12 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpoint
 		h.mu.Unlock()
 		_ = ss.Close()
 		writeError(w, http.StatusNotFound, store.CodeNotFound, "session not found")
+		return
+	}
+	if len(e.sessions) >= h.o.MaxSessions { // the authoritative check (sessionlimit.go)
+		h.mu.Unlock()
+		_ = ss.Close()
+		h.tooManySessions(w)
 		return
 	}
 	e.sessions[id] = s

@@ -13,19 +13,31 @@ const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"proto
 
 var mcpHeaders = map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
-func wantUnauthenticated(t *testing.T, resp *http.Response) {
+// The two 401s (RFC 6750 §3.1): no bearer credential at all, or one that does not resolve.
+const (
+	missingCred = `Bearer realm="switchboard", error="invalid_request", error_description="missing bearer credential: send Authorization: Bearer sbk_... with the credential vended for this endpoint"`
+	badCred     = `Bearer realm="switchboard", error="invalid_token", error_description="unknown or revoked bearer credential: send Authorization: Bearer sbk_... with the credential vended for this endpoint"`
+)
+
+// wantUnauthenticated checks a 401 for an unknown or revoked credential.
+func wantUnauthenticated(t *testing.T, resp *http.Response) { t.Helper(); want401(t, resp, badCred) }
+
+// want401 checks the 401's WWW-Authenticate header and that the JSON body says the same.
+func want401(t *testing.T, resp *http.Response, header string) {
 	t.Helper()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("status %d, want 401", resp.StatusCode)
 	}
-	if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer realm="switchboard"` {
-		t.Fatalf("WWW-Authenticate %q", got)
+	if got := resp.Header.Get("WWW-Authenticate"); got != header {
+		t.Fatalf("WWW-Authenticate %q, want %q", got, header)
 	}
 	var body struct {
 		Error struct{ Code, Message string }
 	}
 	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &body); err != nil || body.Error.Code != "unauthenticated" || body.Error.Message == "" {
+	_, desc, _ := strings.Cut(header, `error_description="`)
+	if err := json.Unmarshal(raw, &body); err != nil || body.Error.Code != "unauthenticated" ||
+		body.Error.Message != strings.TrimSuffix(desc, `"`) {
 		t.Fatalf("body %s", raw)
 	}
 }
@@ -36,16 +48,16 @@ func TestAuthMissingUnknownRevoked(t *testing.T) {
 	url := e.url(ep)
 
 	// Missing credential: 401, and nothing was read or changed (no session).
-	wantUnauthenticated(t, rawRequest(t, "POST", url, "", []byte(initBody), mcpHeaders))
+	want401(t, rawRequest(t, "POST", url, "", []byte(initBody), mcpHeaders), missingCred)
 	// A cookie is never a credential.
 	hdr := map[string]string{"Cookie": "Authorization=Bearer " + ep.Cred + "; token=" + ep.Cred}
 	for k, v := range mcpHeaders {
 		hdr[k] = v
 	}
-	wantUnauthenticated(t, rawRequest(t, "POST", url, "", []byte(initBody), hdr))
+	want401(t, rawRequest(t, "POST", url, "", []byte(initBody), hdr), missingCred)
 	// Not a bearer scheme.
-	wantUnauthenticated(t, rawRequest(t, "POST", url, "", []byte(initBody), map[string]string{
-		"Authorization": "Basic " + ep.Cred, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}))
+	want401(t, rawRequest(t, "POST", url, "", []byte(initBody), map[string]string{
+		"Authorization": "Basic " + ep.Cred, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}), missingCred)
 	// Unknown credential.
 	wantUnauthenticated(t, rawRequest(t, "POST", url, "sbk_unknown", []byte(initBody), mcpHeaders))
 	if n := e.srv.MCP().SessionCount(ep.ID); n != 0 {

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A client probing OAuth discovery after a 401 learns that there is none, as JSON.
+func TestWellKnownSaysNoOAuth(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp/" + ep.Slug,
+		"/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp/" + ep.Slug} {
+		resp := rawRequest(t, "GET", e.base+p, "", nil, nil)
+		var body struct{ Error struct{ Code, Message string } }
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" ||
+			json.Unmarshal(raw, &body) != nil || body.Error.Code != "not_found" ||
+			!strings.Contains(body.Error.Message, "does not use OAuth") || !strings.Contains(body.Error.Message, "Bearer sbk_") {
+			t.Errorf("%s: %d %q %s", p, resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+		}
+	}
+}
+
+// rpcError reads a JSON-RPC error response body.
+func rpcError(t *testing.T, resp *http.Response) (id any, code int64, message string) {
+	t.Helper()
+	var body struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      any    `json:"id"`
+		Error   struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &body); err != nil || body.JSONRPC != "2.0" {
+		t.Fatalf("not a JSON-RPC response: %s", raw)
+	}
+	return body.ID, body.Error.Code, body.Error.Message
+}
+
+// A request other than initialize without Mcp-Session-Id is refused with HTTP 400 and a JSON-RPC
+// -32600 that says what to do, and no session is made for it.
+func TestSessionlessRequestIs400(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	for _, body := range []string{`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"claim_next","arguments":{}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`} {
+		resp := rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(body), mcpHeaders)
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: status %d %q", body, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		id, code, msg := rpcError(t, resp)
+		if code != -32600 || !strings.Contains(msg, "Mcp-Session-Id") || !strings.Contains(msg, "initialize") {
+			t.Fatalf("%s: error %d %q", body, code, msg)
+		}
+		if strings.Contains(body, `"id"`) && id == nil {
+			t.Fatalf("%s: the error lost the request id", body)
+		}
+	}
+	if n := e.srv.MCP().SessionCount(ep.ID); n != 0 {
+		t.Fatalf("%d sessions after session-less requests", n)
+	}
+	if resp := rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(initBody), mcpHeaders); resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+}
+
+// An unknown MCP-Protocol-Version is named, with the versions that would work.
+func TestUnsupportedProtocolVersionNamed(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	hdr := map[string]string{"MCP-Protocol-Version": "1999-01-01"}
+	for k, v := range mcpHeaders {
+		hdr[k] = v
+	}
+	resp := rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(initBody), hdr)
+	var body struct{ Error struct{ Code, Message string } }
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(raw, &body) != nil || body.Error.Code != "invalid_argument" ||
+		!strings.Contains(body.Error.Message, `MCP-Protocol-Version "1999-01-01"`) || !strings.Contains(body.Error.Message, "2025-06-18") {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+}
+
+// Methods of capabilities the server does not declare answer -32601, as initialize implies.
+func TestUndeclaredCapabilitiesMethodNotFound(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := e.connect(t, ep, &agentclientOptionsNoStream)
+	caps := c.Session.InitializeResult().Capabilities
+	if caps.Resources != nil || caps.Prompts != nil || caps.Logging != nil || caps.Completions != nil || caps.Tools == nil {
+		t.Fatalf("capabilities %+v", caps)
+	}
+	ctx := ctxT(t)
+	calls := map[string]func() error{
+		"resources/list": func() error { _, err := c.Session.ListResources(ctx, nil); return err },
+		"resources/templates/list": func() error {
+			_, err := c.Session.ListResourceTemplates(ctx, nil)
+			return err
+		},
+		"resources/read": func() error {
+			_, err := c.Session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///x"})
+			return err
+		},
+		"resources/subscribe": func() error {
+			return c.Session.Subscribe(ctx, &mcp.SubscribeParams{URI: "file:///x"})
+		},
+		"prompts/list": func() error { _, err := c.Session.ListPrompts(ctx, nil); return err },
+		"prompts/get": func() error {
+			_, err := c.Session.GetPrompt(ctx, &mcp.GetPromptParams{Name: "x"})
+			return err
+		},
+		"logging/setLevel": func() error {
+			return c.Session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"})
+		},
+	}
+	for method, call := range calls {
+		var werr *jsonrpc.Error
+		if err := call(); !errors.As(err, &werr) || werr.Code != jsonrpc.CodeMethodNotFound {
+			t.Errorf("%s: %v, want -32601", method, err)
+		}
+	}
+	// Tools still work on the same session.
+	if _, err := c.Call(ctx, "list_todos", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+}
