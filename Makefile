@@ -6,6 +6,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO     ?= go
 BIN    := bin/switchboard
 PG     := db/pgcluster.sh
+TS     := tests/ts
 
 # With DATABASE_URL unset, start the private cluster; the URLs below then point at it.
 define with_db
@@ -16,6 +17,11 @@ endef
 
 .PHONY: build run test test-go lint bench clean-db
 
+# The real-client tests' packages (official TypeScript SDK, conformance suite, a Node 22), from
+# the committed lockfile; reinstalled when package.json or the lockfile changes.
+$(TS)/node_modules/.package-lock.json: $(TS)/package.json $(TS)/package-lock.json
+	npm ci --prefix $(TS) --no-audit --no-fund
+
 build:
 	$(GO) build -o $(BIN) ./cmd/switchboard
 
@@ -23,7 +29,7 @@ run: build
 	@$(with_db); export DATABASE_URL=$$app; \
 	$(BIN) migrate && $(BIN) demo && exec $(BIN) serve
 
-test: build
+test: build $(TS)/node_modules/.package-lock.json
 	@$(with_db); export SWITCHBOARD_TEST_DATABASE_URL=$$admin; unset DATABASE_URL; \
 	$(GO) test -count=1 -timeout 20m ./... && $(MAKE) --no-print-directory lint
 

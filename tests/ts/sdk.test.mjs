@@ -1,0 +1,152 @@
+// Switchboard through the official TypeScript MCP SDK, with the SDK's own validation on (zod
+// for every result, JSON Schema for each tool's structuredContent against its outputSchema).
+// Run by tests/e2e TestTypeScriptSDK, which starts a server on real PostgreSQL, vends an
+// all-verbs endpoint with queues inbox and other, and sets:
+//   SB_MCP_URL     the endpoint's MCP URL
+//   SB_CREDENTIAL  its bearer credential
+//   SB_PUSH_URL    a hook that creates a todo with SQL: POST ?queue=&title= -> {"todo_id"}
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+const url = new URL(process.env.SB_MCP_URL);
+const credential = process.env.SB_CREDENTIAL;
+const pushURL = process.env.SB_PUSH_URL;
+
+const VERBS = [
+  'list_todos', 'get_todo', 'claim', 'claim_next', 'complete', 'fail', 'heartbeat', 'release',
+  'create_webhook', 'list_webhooks', 'rotate_webhook', 'delete_webhook',
+  'add_webhook_route', 'list_webhook_routes', 'remove_webhook_route',
+  'list_webhook_rules', 'set_webhook_rules', 'add_webhook_rule', 'update_webhook_rule',
+  'move_webhook_rule', 'remove_webhook_rule', 'test_webhook_rules',
+  'list_webhook_events', 'get_webhook_event',
+];
+
+// connect opens a session, ended (DELETE) when the test ends: the doorbell rings one session of
+// an endpoint per todo, so a session left over from another test could take the ring. streamOpen
+// resolves when the server has accepted the session's standalone GET stream (the SDK opens it
+// after initialize), which carries the doorbell.
+async function connect(t, name) {
+  let opened;
+  const streamOpen = new Promise((resolve) => { opened = resolve; });
+  const watchingFetch = async (input, init) => {
+    const res = await fetch(input, init);
+    if ((init?.method ?? 'GET') === 'GET' && res.ok &&
+        (res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+      opened();
+    }
+    return res;
+  };
+  const client = new Client({ name, version: '0.0.0' });
+  const transport = new StreamableHTTPClientTransport(url, {
+    requestInit: { headers: { Authorization: `Bearer ${credential}` } },
+    fetch: watchingFetch,
+  });
+  await client.connect(transport);
+  t.after(async () => {
+    await transport.terminateSession();
+    await client.close();
+  });
+  return { client, streamOpen };
+}
+
+async function push(queue, title) {
+  const res = await fetch(`${pushURL}?${new URLSearchParams({ queue, title })}`, { method: 'POST' });
+  assert.equal(res.status, 200, await res.clone().text());
+  return (await res.json()).todo_id;
+}
+
+// call makes a tool call that must succeed, and returns its structuredContent.
+async function call(client, name, args) {
+  const res = await client.callTool({ name, arguments: args });
+  assert.ok(!res.isError, `${name}: ${JSON.stringify(res.content)}`);
+  assert.ok(res.structuredContent, `${name}: no structuredContent`);
+  assert.deepEqual(JSON.parse(res.content[0].text), res.structuredContent, `${name}: text and structuredContent differ`);
+  return res.structuredContent;
+}
+
+const timeout = (ms, what) => new Promise((_, reject) =>
+  setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms).unref());
+
+test('initialize declares tools and the claude/channel experiment', async (t) => {
+  const { client } = await connect(t, 'ts-init');
+  const caps = client.getServerCapabilities();
+  assert.ok(caps.tools);
+  assert.deepEqual(caps.experimental?.['claude/channel'], {});
+  assert.equal(caps.resources, undefined);
+  assert.equal(caps.prompts, undefined);
+  assert.equal(caps.logging, undefined);
+  assert.match(client.getInstructions() ?? '', /claim_next/);
+});
+
+test('listTools shows the 24 tools, valid for the SDK', async (t) => {
+  const { client } = await connect(t, 'ts-list');
+  const { tools } = await client.listTools();
+  assert.deepEqual(tools.map((t) => t.name).sort(), [...VERBS].sort());
+  for (const t of tools) {
+    assert.equal(t.inputSchema.type, 'object', t.name);
+    assert.ok(t.description, t.name);
+    if (t.outputSchema) assert.equal(t.outputSchema.type, 'object', t.name);
+  }
+});
+
+test('drain with claim_next, complete and complete with next', async (t) => {
+  const { client } = await connect(t, 'ts-drain');
+  await client.listTools(); // the SDK validates structuredContent against what this lists
+  const pushed = [await push('inbox', 'one'), await push('other', 'two'), await push('inbox', 'three')];
+
+  const first = await call(client, 'claim_next', {});
+  assert.equal(first.empty, false);
+  assert.equal(first.todo.state, 'claimed');
+  const done = [first.todo.id];
+  let held = first.todo;
+  for (;;) {
+    const out = await call(client, 'complete', { id: held.id, result: { ok: true }, next: {} });
+    assert.equal(out.id, held.id);
+    assert.equal(out.state, 'done');
+    assert.ok(out.next, 'complete with next answers next');
+    if (out.next.empty) break;
+    held = out.next.todo;
+    assert.equal(held.state, 'claimed');
+    done.push(held.id);
+  }
+  assert.deepEqual([...done].sort(), [...pushed].sort());
+  assert.deepEqual(await call(client, 'claim_next', {}), { empty: true });
+
+  const listed = await call(client, 'list_todos', { state: 'done' });
+  for (const id of pushed) assert.ok(JSON.stringify(listed).includes(id), `list_todos lacks ${id}`);
+});
+
+test('bad arguments answer invalid_argument as a tool error', async (t) => {
+  const { client } = await connect(t, 'ts-bad');
+  await client.listTools();
+  for (const args of [{ lease_seconds: 5 }, { lease_ttl_seconds: 'soon' }, { queue: 7 }]) {
+    const res = await client.callTool({ name: 'claim_next', arguments: args });
+    assert.equal(res.isError, true, JSON.stringify(args));
+    assert.match(res.content[0].text, /^invalid_argument: /, JSON.stringify(args));
+  }
+  const res = await client.callTool({ name: 'complete', arguments: {} });
+  assert.equal(res.isError, true);
+  assert.match(res.content[0].text, /^invalid_argument: /);
+});
+
+test('a todo pushed after connecting rings notifications/claude/channel on the GET stream', async (t) => {
+  const { client, streamOpen } = await connect(t, 'ts-bell');
+  const rung = new Promise((resolve) => {
+    client.fallbackNotificationHandler = async (n) => {
+      if (n.method === 'notifications/claude/channel') resolve(n);
+    };
+  });
+  await Promise.race([streamOpen, timeout(10000, 'the GET stream')]);
+  const id = await push('inbox', 'ring me');
+  const note = await Promise.race([rung, timeout(10000, 'notifications/claude/channel')]);
+  assert.equal(note.params.meta.todo_id, id);
+  assert.equal(note.params.meta.queue, 'inbox');
+  assert.match(note.params.content, new RegExp(`New todo ${id} in queue inbox`));
+  assert.match(note.params.content, /ring me/);
+
+  // The ringing todo is claimable by id from this session.
+  const claimed = await call(client, 'claim', { id });
+  assert.equal(claimed.todo?.id ?? claimed.id, id);
+});
