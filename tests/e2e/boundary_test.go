@@ -19,7 +19,9 @@ func TestWellKnownSaysNoOAuth(t *testing.T) {
 	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp/" + ep.Slug,
 		"/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp/" + ep.Slug} {
 		resp := rawRequest(t, "GET", e.base+p, "", nil, nil)
-		var body struct{ Error struct{ Code, Message string } }
+		var body struct {
+			Error struct{ Code, Message string }
+		}
 		raw, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" ||
 			json.Unmarshal(raw, &body) != nil || body.Error.Code != "not_found" ||
@@ -84,7 +86,9 @@ func TestUnsupportedProtocolVersionNamed(t *testing.T) {
 		hdr[k] = v
 	}
 	resp := rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(initBody), hdr)
-	var body struct{ Error struct{ Code, Message string } }
+	var body struct {
+		Error struct{ Code, Message string }
+	}
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(raw, &body) != nil || body.Error.Code != "invalid_argument" ||
 		!strings.Contains(body.Error.Message, `MCP-Protocol-Version "1999-01-01"`) || !strings.Contains(body.Error.Message, "2025-06-18") {

@@ -15,7 +15,9 @@ import (
 // want429 checks a refused initialize: 429, a Retry-After, and a JSON error naming the limit.
 func want429(t *testing.T, resp *http.Response, limit string) {
 	t.Helper()
-	var body struct{ Error struct{ Code, Message, Limit string } }
+	var body struct {
+		Error struct{ Code, Message, Limit string }
+	}
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(raw, &body) != nil ||
 		body.Error.Code != "rate_limited" || body.Error.Limit != limit || body.Error.Message == "" {
