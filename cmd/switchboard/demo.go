@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -18,24 +21,34 @@ const (
 	demoHuman = "demo"
 	demoAgent = "demo-agent"
 	demoQueue = "inbox"
+	// demoServerName is the name the MCP client knows the server by (claude mcp add, .mcp.json).
+	demoServerName = "switchboard"
 )
 
 // demoInfo is everything `switchboard demo` reports: printed by printDemo, or as one JSON object
 // with --json. Later additions to the demo (a sample webhook) add a field here and a stanza there.
 type demoInfo struct {
-	Human       string         `json:"human"`
-	Agent       string         `json:"agent"`
-	EndpointID  string         `json:"endpoint_id"`
-	Slug        string         `json:"slug"`
-	Queue       string         `json:"queue"`
-	MCPURL      string         `json:"mcp_url"`
-	Credential  string         `json:"credential"`
-	MCPConfig   map[string]any `json:"mcp_config"`
-	PushCommand string         `json:"push_command"`
-	Curl        string         `json:"curl"`
-	WebhookID   string         `json:"webhook_id"`
-	IngestURL   string         `json:"ingest_url"`
-	WebhookCurl string         `json:"webhook_curl"`
+	Human      string         `json:"human"`
+	Agent      string         `json:"agent"`
+	EndpointID string         `json:"endpoint_id"`
+	Slug       string         `json:"slug"`
+	Queue      string         `json:"queue"`
+	MCPURL     string         `json:"mcp_url"`
+	Credential string         `json:"credential"`
+	MCPConfig  map[string]any `json:"mcp_config"`
+	// ClaudeAdd registers the endpoint with Claude Code; ClaudeChannels starts Claude Code with
+	// the doorbell shown (channels are a research preview).
+	ClaudeAdd      string `json:"claude_mcp_add"`
+	ClaudeChannels string `json:"claude_channels"`
+	// DatabaseExport, PushCommand and PsqlCommand are operator commands that run as printed
+	// from the directory demo ran in: the export first, then the CLI by its real path, and psql.
+	DatabaseExport string `json:"database_export"`
+	PushCommand    string `json:"push_command"`
+	PsqlCommand    string `json:"psql_command"`
+	Curl           string `json:"curl"`
+	WebhookID      string `json:"webhook_id"`
+	IngestURL      string `json:"ingest_url"`
+	WebhookCurl    string `json:"webhook_curl"`
 }
 
 // switchboard demo: ensure the human `demo`, vend a new endpoint for `demo-agent` (queue inbox,
@@ -78,14 +91,21 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 		MCPURL:     text(e["mcp_url"]),
 		Credential: text(e["credential"]),
 	}
-	info.MCPConfig = map[string]any{"mcpServers": map[string]any{"switchboard": map[string]any{
+	info.MCPConfig = map[string]any{"mcpServers": map[string]any{demoServerName: map[string]any{
 		"type":    "http",
 		"url":     info.MCPURL,
 		"headers": map[string]any{"Authorization": "Bearer " + info.Credential},
 	}}}
+	info.ClaudeAdd = fmt.Sprintf(`claude mcp add --transport http %s %s --header "Authorization: Bearer %s"`,
+		demoServerName, info.MCPURL, info.Credential)
+	info.ClaudeChannels = "claude --dangerously-load-development-channels server:" + demoServerName
+	// The URL this process was given, as given (it may carry a password: it is the operator's
+	// own, printed to the operator who started the demo, like the credential above).
+	info.DatabaseExport = "export DATABASE_URL=" + shellQuote(os.Getenv("DATABASE_URL"))
 	info.PushCommand = fmt.Sprintf(
-		`switchboard todo push --endpoint %s --queue %s --title 'Hello from the CLI' --payload '{"hello":"world"}'`,
-		info.Slug, info.Queue)
+		`%s todo push --endpoint %s --queue %s --title 'Hello from the CLI' --payload '{"hello":"world"}'`,
+		selfPath(), info.Slug, info.Queue)
+	info.PsqlCommand = `psql "$DATABASE_URL" -c 'SELECT id, queue, state, title FROM switchboard.todos ORDER BY created_at DESC LIMIT 5'`
 	info.Curl = fmt.Sprintf(`curl -sS -X POST %s -H 'Authorization: Bearer %s' `+
 		`-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' `+
 		`-d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'`,
@@ -105,7 +125,8 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 	return info, nil
 }
 
-// printDemo is the human-readable form of the demo report.
+// printDemo is the human-readable form of the demo report. Every command in it runs as printed,
+// from the directory demo ran in (the MCP and curl lines once the server runs).
 func printDemo(w io.Writer, info demoInfo) {
 	cfg, _ := json.MarshalIndent(info.MCPConfig, "", "  ")
 	fmt.Fprintf(w, "Switchboard demo: human %q, agent %q, queue %q\n\n", info.Human, info.Agent, info.Queue)
@@ -113,10 +134,50 @@ func printDemo(w io.Writer, info demoInfo) {
 		"MCP URL", info.MCPURL,
 		"Credential", info.Credential+"   (shown once: store it now)",
 		"Endpoint", info.EndpointID+" ("+info.Slug+")")
-	fmt.Fprintf(w, "\nMCP client config (paste into your client's MCP settings):\n%s\n", cfg)
-	fmt.Fprintf(w, "\nPush a todo into %s with the CLI:\n  %s\n", info.Queue, info.PushCommand)
-	fmt.Fprintf(w, "\nCheck that the endpoint answers (once `switchboard serve` runs):\n  %s\n",
-		strings.TrimSpace(info.Curl))
+	fmt.Fprintf(w, "\nClaude Code: register the endpoint, then check that it connects:\n  %s\n  claude mcp list\n", info.ClaudeAdd)
+	fmt.Fprintf(w, "\nOr put this block in the project's .mcp.json (other MCP clients take the same block):\n%s\n", cfg)
+	fmt.Fprintf(w, "\nThe doorbell (notifications/claude/channel) shows new work in Claude Code only with channels on,\n"+
+		"a research preview that needs a claude.ai login; without them the agent still drains with claim_next:\n  %s\n",
+		info.ClaudeChannels)
+	fmt.Fprintf(w, "\nIn another shell, from here: push a todo into %s with the CLI, and look at it with psql:\n  %s\n  %s\n  %s\n",
+		info.Queue, info.DatabaseExport, info.PushCommand, info.PsqlCommand)
+	fmt.Fprintf(w, "\nCheck that the endpoint answers (once the server runs):\n  %s\n", strings.TrimSpace(info.Curl))
 	fmt.Fprintf(w, "\nDeliver to the demo webhook %s (generic: the URL is the credential):\n  %s\n",
 		info.WebhookID, info.WebhookCurl)
+}
+
+// selfPath is how a shell in the current directory runs this binary: its name when that is
+// what PATH finds, else its path relative to here (bin/switchboard in a checkout), else absolute.
+func selfPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "switchboard"
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "switchboard"
+	}
+	if found, err := exec.LookPath(filepath.Base(exe)); err == nil {
+		if found, err = filepath.EvalSymlinks(found); err == nil && found == exe && filepath.IsAbs(found) {
+			return filepath.Base(exe)
+		}
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, exe); err == nil && filepath.IsLocal(rel) {
+			if !strings.Contains(rel, string(filepath.Separator)) {
+				rel = "." + string(filepath.Separator) + rel
+			}
+			return shellQuote(rel)
+		}
+	}
+	return shellQuote(exe)
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%,=", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

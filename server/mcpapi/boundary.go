@@ -66,6 +66,9 @@ func unsupportedVersion(w http.ResponseWriter, v string) {
 // parse, for the SDK to answer). Anything else is answered here with HTTP 400 and the JSON-RPC
 // error -32600, before a session is made for it. The body is put back for the SDK.
 func initializeOrRefuse(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get(versionHeader) >= newProtocol {
+		return true // a sessionless-protocol probe (server/discover): newSession refuses it as such
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		if _, big := errors.AsType[*http.MaxBytesError](err); big {

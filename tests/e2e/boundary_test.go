@@ -77,6 +77,28 @@ func TestSessionlessRequestIs400(t *testing.T) {
 	}
 }
 
+// Claude Code first probes with the sessionless protocol's server/discover; it gets the
+// unsupported-version error with the versions to fall back to (not -32600), and no session.
+func TestServerDiscoverProbeFallsBack(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	hdr := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+	for k, v := range mcpHeaders {
+		hdr[k] = v
+	}
+	resp := rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(
+		`{"jsonrpc":"2.0","id":"probe-1","method":"server/discover","params":{}}`), hdr)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if id, code, _ := rpcError(t, resp); code != -32022 || id != "probe-1" {
+		t.Fatalf("error %v %d, want -32022 for probe-1", id, code)
+	}
+	if n := e.srv.MCP().SessionCount(ep.ID); n != 0 {
+		t.Fatalf("%d sessions after the probe", n)
+	}
+}
+
 // An unknown MCP-Protocol-Version is named, with the versions that would work.
 func TestUnsupportedProtocolVersionNamed(t *testing.T) {
 	e := newEnv(t)
