@@ -96,9 +96,16 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
 	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, log, rules.NewCache(1024), s.metrics.Ingest))
-	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server"} {
+	// What a client tries after a 401 when it was given no credential: the OAuth discovery
+	// documents (and their per-path forms, e.g. .../mcp/{slug}), then the default endpoints of
+	// MCP 2025-03-26 (Claude Code shows the answer to its POST /register).
+	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server",
+		"/.well-known/openid-configuration"} {
 		s.mux.HandleFunc(p, mcpapi.NoOAuth)
-		s.mux.HandleFunc(p+"/", mcpapi.NoOAuth) // the per-path forms, e.g. .../mcp/{slug}
+		s.mux.HandleFunc(p+"/", mcpapi.NoOAuth)
+	}
+	for _, p := range []string{"/register", "/authorize", "/token"} {
+		s.mux.HandleFunc(p, mcpapi.NoOAuth)
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)

@@ -17,8 +17,13 @@ func TestWellKnownSaysNoOAuth(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("ann", []string{"inbox"}, nil)
 	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp/" + ep.Slug,
-		"/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp/" + ep.Slug} {
-		resp := rawRequest(t, "GET", e.base+p, "", nil, nil)
+		"/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp/" + ep.Slug,
+		"/.well-known/openid-configuration", "POST /register", "/authorize", "POST /token"} {
+		method := "GET"
+		if m, path, ok := strings.Cut(p, " "); ok {
+			method, p = m, path
+		}
+		resp := rawRequest(t, method, e.base+p, "", nil, nil)
 		var body struct {
 			Error struct{ Code, Message string }
 		}

@@ -150,3 +150,25 @@ test('a todo pushed after connecting rings notifications/claude/channel on the G
   const claimed = await call(client, 'claim', { id });
   assert.equal(claimed.todo?.id ?? claimed.id, id);
 });
+
+test('a wrong credential is refused with what to send', async () => {
+  const client = new Client({ name: 'ts-wrong', version: '0.0.0' });
+  const transport = new StreamableHTTPClientTransport(url, {
+    requestInit: { headers: { Authorization: 'Bearer sbk_wrong' } },
+  });
+  await assert.rejects(client.connect(transport), (err) => {
+    assert.equal(err.code, 401, String(err)); // StreamableHTTPError carries the HTTP status
+    assert.match(String(err), /unknown or revoked bearer credential: send Authorization: Bearer sbk_/);
+    return true;
+  });
+});
+
+test('methods of undeclared capabilities answer -32601', async (t) => {
+  const { client } = await connect(t, 'ts-undeclared');
+  for (const call of [() => client.listResources(), () => client.listPrompts(), () => client.setLoggingLevel('info')]) {
+    await assert.rejects(call(), (err) => {
+      assert.equal(err.code, -32601, String(err));
+      return true;
+    });
+  }
+});
