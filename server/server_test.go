@@ -26,7 +26,11 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 
 	ctx := context.Background()
-	pool, err := store.Open(ctx, dsn, 4)
+	pool, err := store.Open(ctx, dsn, 4) // the server's: runs as switchboard_runtime
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixtures, err := store.OpenAdmin(ctx, dsn, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +52,10 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 
 	// Some traffic: a session with a stream, calls, a ring, an in-flight call at shutdown.
 	var raw []byte
-	if _, err := pool.Exec(ctx, `INSERT INTO switchboard.humans (name) VALUES ('ann')`); err != nil {
+	if _, err := fixtures.Exec(ctx, `INSERT INTO switchboard.humans (name) VALUES ('ann')`); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.QueryRow(ctx, `SELECT switchboard.endpoint_vend('ann', 'a', $1, 'sbk_', ARRAY['inbox'])`,
+	if err := fixtures.QueryRow(ctx, `SELECT switchboard.endpoint_vend('ann', 'a', $1, 'sbk_', ARRAY['inbox'])`,
 		store.CredentialHash("sbk_leak")).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +70,7 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-c.StreamReady()
-	if _, err := pool.Exec(ctx, `SELECT switchboard.create_todo($1, 'inbox', 'x')`, ep.ID); err != nil {
+	if _, err := fixtures.Exec(ctx, `SELECT switchboard.create_todo($1, 'inbox', 'x')`, ep.ID); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -88,6 +92,7 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 		t.Fatal("shutdown hung")
 	}
 	pool.Close()
+	fixtures.Close()
 	_ = c.Close()
 	tr.CloseIdleConnections()
 

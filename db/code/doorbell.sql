@@ -35,30 +35,37 @@ $$;
 COMMENT ON FUNCTION switchboard.ring() IS
   'Signal the doorbell channel switchboard_doorbell (payload *), at most once per doorbell_window_ms per database (coalesced). Returns whether it notified.';
 
--- Doorbell reads. Only todos the endpoint could claim (granted queues) ring it.
+-- Doorbell reads. Only todos the endpoint could claim (granted queues) ring it. PL/pgSQL for
+-- the reason endpoint_resolve is (identity.sql).
 CREATE OR REPLACE FUNCTION switchboard.ready_todos(p_endpoint uuid, p_since timestamptz, p_limit int DEFAULT 64)
 RETURNS TABLE (id uuid, queue text, title text, source text, kind text, ready_at timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT t.id, t.queue, t.title, t.source, t.kind, t.ready_at
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT t.id, t.queue::text, t.title, t.source, t.kind, t.ready_at
       FROM switchboard.todos t
       JOIN switchboard.endpoints e ON e.id = t.endpoint_id
      WHERE t.endpoint_id = p_endpoint AND t.state = 'pending' AND t.ready_at >= p_since
        AND t.queue = ANY (e.queues)
      ORDER BY t.ready_at
-     LIMIT p_limit
+     LIMIT p_limit;
+END
 $$;
 COMMENT ON FUNCTION switchboard.ready_todos(uuid, timestamptz, int) IS
   'Doorbell: pending todos of an endpoint (granted queues) that became ready at or after p_since, oldest first.';
 
 CREATE OR REPLACE FUNCTION switchboard.oldest_pending(p_endpoint uuid, p_limit int DEFAULT 3)
 RETURNS TABLE (id uuid, queue text, title text, source text, kind text, ready_at timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT t.id, t.queue, t.title, t.source, t.kind, t.ready_at
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT t.id, t.queue::text, t.title, t.source, t.kind, t.ready_at
       FROM switchboard.todos t
       JOIN switchboard.endpoints e ON e.id = t.endpoint_id
      WHERE t.endpoint_id = p_endpoint AND t.state = 'pending' AND t.queue = ANY (e.queues)
      ORDER BY t.created_at, t.id
-     LIMIT p_limit
+     LIMIT p_limit;
+END
 $$;
 COMMENT ON FUNCTION switchboard.oldest_pending(uuid, int) IS
   'Doorbell on attach: the oldest pending todos of an endpoint in its granted queues.';

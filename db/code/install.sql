@@ -10,7 +10,8 @@
 --      table still needs (a column default, a CHECK, an index expression, a policy) is kept and
 --      replaced in place by its CREATE OR REPLACE below; today no table needs one;
 --   2. create everything again, in dependency order (SQL-language bodies are checked when they
---      are created, so what they call must exist first).
+--      are created, so what they call must exist first);
+--   3. create the roles if they are missing and grant what each may do (grants.sql).
 --
 -- Files are Go templates (tern code packages): never write two opening braces in SQL here.
 
@@ -61,3 +62,4 @@ $drop$;
 {{ template "routes.sql" . }}
 {{ template "rules.sql" . }}
 {{ template "views.sql" . }}
+{{ template "grants.sql" . }}

@@ -31,8 +31,10 @@ $$;
 COMMENT ON FUNCTION switchboard.rules_json(switchboard.webhooks) IS 'The rule list of a webhook with its grant.';
 
 CREATE OR REPLACE FUNCTION switchboard.rules_get(p_endpoint uuid, p_webhook text) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT switchboard.rules_json(switchboard.owned_webhook(p_endpoint, p_webhook))
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN switchboard.rules_json(switchboard.owned_webhook(p_endpoint, p_webhook));
+END
 $$;
 COMMENT ON FUNCTION switchboard.rules_get(uuid, text) IS 'The rules of a webhook the caller''s human owns.';
 

@@ -195,14 +195,18 @@ COMMENT ON FUNCTION switchboard.webhook_targets(uuid) IS
 
 -- What the receiver needs before verifying: the webhook behind an ingest token, with its secret
 -- and rules. Rotated and deleted tokens find nothing.
+-- PL/pgSQL for the reason endpoint_resolve is (identity.sql).
 CREATE OR REPLACE FUNCTION switchboard.webhook_by_token(p_token text)
 RETURNS TABLE (webhook_id uuid, endpoint_id uuid, source_type text, trust_mode text, signing_secret text,
                target_queue text, rules jsonb, default_action jsonb, rule_params jsonb, rules_version bigint)
-LANGUAGE sql STABLE AS $$
-    SELECT id, endpoint_id, source_type, trust_mode, signing_secret, target_queue,
-           rules, default_action, rule_params, rules_version
-      FROM switchboard.webhooks
-     WHERE ingest_token = p_token
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT w.id, w.endpoint_id, w.source_type, w.trust_mode, w.signing_secret, w.target_queue,
+           w.rules, w.default_action, w.rule_params, w.rules_version
+      FROM switchboard.webhooks w
+     WHERE w.ingest_token = p_token;
+END
 $$;
 COMMENT ON FUNCTION switchboard.webhook_by_token(text) IS
   'Receiver lookup by ingest token (live webhooks only), including the signing secret and the rule list version.';

@@ -51,7 +51,14 @@ func PoolConfig(url string, maxConns int32) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
-// Open connects a pool (see PoolConfig) and checks that the database answers.
+// RuntimeRole is the PostgreSQL role the server's SQL runs as (created by `switchboard migrate`):
+// it may only execute the functions the server calls. See docs/sql.md.
+const RuntimeRole = "switchboard_runtime"
+
+// Open connects a pool for the server (see PoolConfig) whose every connection runs as
+// RuntimeRole, whatever login the URL names (SET ROLE right after connecting, as PostgREST does;
+// the login must be a member of the role or a superuser), and checks that the database answers.
+// Connections copied from its ConnConfig (the doorbell's LISTEN connection) do the same.
 //
 // When the database ends a session for good (SQLSTATE 57P0x: it is shutting down or restarting
 // after a crash, a DBA terminated the backend, the database was dropped), the pool's other idle
@@ -59,9 +66,29 @@ func PoolConfig(url string, maxConns int32) (*pgxpool.Config, error) {
 // The pool then drops them all at once (pgxpool.Reset): only the calls that were using a
 // connection fail (internal, nothing committed), not one more call per dead connection.
 func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	return open(ctx, url, maxConns, RuntimeRole)
+}
+
+// OpenAdmin is Open without the role change: the pool runs as the URL's login. For tools and
+// test fixtures that read or write tables directly, never for the server.
+func OpenAdmin(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	return open(ctx, url, maxConns, "")
+}
+
+func open(ctx context.Context, url string, maxConns int32, role string) (*pgxpool.Pool, error) {
 	cfg, err := PoolConfig(url, maxConns)
 	if err != nil {
 		return nil, err
+	}
+	if role != "" {
+		setRole := "SET ROLE " + pgx.Identifier{role}.Sanitize()
+		cfg.ConnConfig.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
+			if _, err := c.Exec(ctx, setRole).ReadAll(); err != nil {
+				return fmt.Errorf("%s (has `switchboard migrate` run, and is the login a member of %s?): %w",
+					setRole, role, err)
+			}
+			return nil
+		}
 	}
 	var opened atomic.Pointer[pgxpool.Pool]
 	cfg.ConnConfig.OnPgError = func(_ *pgconn.PgConn, e *pgconn.PgError) bool {

@@ -12,15 +12,22 @@ import (
 	"switchboard/tests/testdb"
 )
 
+// open returns a store as the server runs it (switchboard_runtime) and an admin pool for fixtures.
 func open(t *testing.T) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, testdb.New(t), 4)
+	dsn := testdb.New(t)
+	pool, err := store.Open(ctx, dsn, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return store.New(pool), pool
+	admin, err := store.OpenAdmin(ctx, dsn, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	return store.New(pool), admin
 }
 
 // vend makes a human and an endpoint with the given queues and verbs (nil: all).

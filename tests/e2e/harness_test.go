@@ -40,7 +40,7 @@ type instance struct {
 func newEnv(t *testing.T, tweak ...func(*server.Config)) *env {
 	t.Helper()
 	dsn := testdb.New(t)
-	pool, err := store.Open(context.Background(), dsn, 4)
+	pool, err := store.OpenAdmin(context.Background(), dsn, 4) // fixtures and assertions read tables
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer drop()
-	pool, err = store.Open(ctx, dsn, 4)
+	pool, err = store.OpenAdmin(ctx, dsn, 4) // fixtures and assertions read tables
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

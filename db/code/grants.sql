@@ -1,0 +1,127 @@
+-- Roles and privileges: least privilege for the server, read-only for DBAs. Every install
+-- applies this file again, after the functions were created afresh (a new function can be
+-- executed by PUBLIC until the REVOKE below).
+--
+--   switchboard_runtime  what `switchboard serve` runs as (it logs in as DATABASE_URL names and
+--                        SET ROLEs to this on every pooled connection). It may EXECUTE the
+--                        entry points listed below and nothing else: no table privileges but
+--                        SELECT on the tunables (settings) and the metrics view (queue_depth).
+--                        The entry points run SECURITY DEFINER, as their owner (the user that
+--                        ran the install), with a pinned search_path; the helpers they call run
+--                        inside that, and nobody else may call them.
+--   switchboard_dba      read-only: SELECT on every table and view of the schema, except the
+--                        secret columns webhooks.signing_secret and webhooks.ingest_token.
+--                        Grant it to a DBA's login: GRANT switchboard_dba TO alice;
+--
+-- The owner (the migrating user) keeps every privilege: the operator CLI (switchboard human,
+-- endpoint, friend, todo, settings, demo, migrate) runs as it.
+
+-- Roles are cluster-wide: several databases of one cluster share them, and two installs in two
+-- databases may race to create them (the loser sees duplicate_object or unique_violation).
+DO $roles$
+DECLARE
+    v_role text;
+BEGIN
+    FOREACH v_role IN ARRAY ARRAY['switchboard_runtime', 'switchboard_dba'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = v_role) THEN
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                NULL;
+            END;
+        END IF;
+    END LOOP;
+    -- The migrating user may SET ROLE switchboard_runtime, so `switchboard serve` works with the
+    -- same DATABASE_URL as `switchboard migrate`. (A superuser may anyway.) Another login needs
+    -- GRANT switchboard_runtime TO <login>.
+    IF NOT pg_has_role(current_user, 'switchboard_runtime', 'MEMBER') THEN
+        BEGIN
+            EXECUTE format('GRANT switchboard_runtime TO %I', current_user);
+        EXCEPTION WHEN unique_violation THEN
+            NULL;
+        END;
+    END IF;
+END
+$roles$;
+
+GRANT USAGE ON SCHEMA switchboard TO switchboard_runtime, switchboard_dba;
+
+-- Start from nothing, so what is not granted below is not granted.
+REVOKE ALL ON ALL TABLES IN SCHEMA switchboard FROM PUBLIC, switchboard_runtime, switchboard_dba;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA switchboard FROM PUBLIC, switchboard_runtime, switchboard_dba;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA switchboard FROM PUBLIC, switchboard_runtime, switchboard_dba;
+
+-- The runtime's entry points: each SQL call the server makes (server/store, server/ingest,
+-- server/webhooks, server/doorbell, the reaper). A new call in the server needs its function
+-- here; the test TestRuntimePrivileges lists what the runtime may do.
+DO $runtime$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOREACH f IN ARRAY ARRAY[
+        -- authentication (every MCP request)
+        'switchboard.endpoint_resolve(bytea)',
+        -- the queue verbs
+        'switchboard.list_todos(uuid, text, text, int)',
+        'switchboard.get_todo(uuid, uuid)',
+        'switchboard.claim(uuid, uuid, int, boolean)',
+        'switchboard.claim_next(uuid, text, int, boolean)',
+        'switchboard.heartbeat(uuid, uuid, int, text)',
+        'switchboard.complete(uuid, uuid, jsonb, text)',
+        'switchboard.fail(uuid, uuid, jsonb, text)',
+        'switchboard.release(uuid, uuid, text)',
+        'switchboard.finish_and_claim_next(uuid, uuid, text, jsonb, text, text, int, boolean)',
+        -- webhook, route, rule and event verbs
+        'switchboard.webhook_create(uuid, text, text, text, text)',
+        'switchboard.webhook_rotate(uuid, text, text, text)',
+        'switchboard.webhook_delete(uuid, text)',
+        'switchboard.webhook_list(uuid)',
+        'switchboard.owned_webhook(uuid, text)',
+        'switchboard.route_add(uuid, text, text)',
+        'switchboard.route_list(uuid, text)',
+        'switchboard.route_remove(uuid, text, text)',
+        'switchboard.rules_get(uuid, text)',
+        'switchboard.rules_save(uuid, text, jsonb, jsonb, jsonb, bigint)',
+        'switchboard.events_list(uuid, text, int, bigint)',
+        'switchboard.event_get(uuid, text, text)',
+        -- the receiver
+        'switchboard.webhook_by_token(text)',
+        'switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint)',
+        -- the doorbell and the reaper
+        'switchboard.ready_todos(uuid, timestamptz, int)',
+        'switchboard.oldest_pending(uuid, int)',
+        'switchboard.reap()'
+    ]::regprocedure[] LOOP
+        EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO switchboard_runtime', f);
+    END LOOP;
+END
+$runtime$;
+
+-- Not function calls, granted narrowly: the doorbell reads its window (setting() reads the
+-- settings table as the caller, so the internal calls of the hot path stay cheap), and the
+-- metrics collector reads the queue depth.
+GRANT EXECUTE ON FUNCTION switchboard.setting(text) TO switchboard_runtime;
+GRANT SELECT ON switchboard.settings, switchboard.queue_depth TO switchboard_runtime;
+
+-- The DBA sees everything but the secrets. New tables and columns are covered at the next
+-- install (the column list of webhooks is read from the catalogue).
+DO $dba$
+DECLARE
+    r record;
+    v_columns text;
+BEGIN
+    FOR r IN SELECT c.oid::regclass AS rel
+               FROM pg_class c
+              WHERE c.relnamespace = 'switchboard'::regnamespace AND c.relkind IN ('r', 'v', 'p')
+                AND c.oid <> 'switchboard.webhooks'::regclass
+    LOOP
+        EXECUTE format('GRANT SELECT ON %s TO switchboard_dba', r.rel);
+    END LOOP;
+    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO v_columns
+      FROM pg_attribute a
+     WHERE a.attrelid = 'switchboard.webhooks'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       AND a.attname NOT IN ('signing_secret', 'ingest_token');
+    EXECUTE format('GRANT SELECT (%s) ON switchboard.webhooks TO switchboard_dba', v_columns);
+END
+$dba$;
