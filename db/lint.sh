@@ -6,6 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 admin=${SWITCHBOARD_TEST_DATABASE_URL:?admin database URL}
+# Keep a password off psql's command line (ps shows command lines to every user): libpq and pgx
+# read it from PGPASSWORD instead. (A percent-encoded password is not decoded here.)
+if [[ $admin =~ ^(postgres(ql)?://[^:@/]*):([^@/]*)@(.*)$ ]]; then
+	export PGPASSWORD=${BASH_REMATCH[3]}
+	admin=${BASH_REMATCH[1]}@${BASH_REMATCH[4]}
+fi
 psql=${PSQL:-psql}
 name=switchboard_lint_$$
 scratch=$(echo "$admin" | sed -E "s#/[^/?]*(\?|$)#/$name\1#")

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # A private PostgreSQL 15 cluster for `make run` and `make test` when DATABASE_URL is unset.
 #   db/pgcluster.sh start   install what is missing, initdb once, start; prints nothing else
-#   db/pgcluster.sh url     the admin URL (database postgres) of the running cluster
+#   db/pgcluster.sh url     the admin URL (database postgres, with the password) of the cluster
+#   db/pgcluster.sh dir     the folder the cluster lives in
 #   db/pgcluster.sh stop
 # The cluster lives under .pgdata/ (git-ignored). PostgreSQL refuses to run as root, so as root
 # the server runs as the OS user postgres. It preloads pg_cron (cron.database_name = switchboard).
+#
+# Nobody else on the machine gets in: every connection (socket or TCP, loopback only) needs the
+# password (scram-sha-256; no trust line), which is generated once into <dir>/password (mode
+# 600, readable only by the cluster's owner and root); the folder holding the socket is mode 700.
+# A cluster made by an older version of this script with trust authentication is converted the
+# next time it starts: it gets a password, the new pg_hba.conf, and a restart.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,6 +19,7 @@ PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PGPORT=${SWITCHBOARD_PGPORT:-54329}
 PGDIR=${SWITCHBOARD_PGDIR:-$here/.pgdata}
 PGUSER_OS=postgres
+fallback=/tmp/switchboard-pg-$(printf '%s' "$here" | sha256sum | cut -c1-12)
 
 as_pg() {
 	if [ "$(id -u)" = 0 ]; then (cd / && runuser -u "$PGUSER_OS" -- "$@"); else "$@"; fi
@@ -33,6 +41,80 @@ install_packages() {
 	apt-get install -y -qq "${need[@]}" >&2
 }
 
+# The folder of an existing cluster: the checkout's, or the /tmp one start() falls back to.
+cluster_dir() {
+	local dir
+	for dir in "$PGDIR" "$fallback"; do
+		if [ -f "$dir/data/PG_VERSION" ]; then
+			echo "$dir"
+			return
+		fi
+	done
+	echo "$PGDIR"
+}
+
+# The password, generated once (48 hex digits: URL-safe), owned by the cluster's OS user.
+ensure_password() {
+	[ -s "$PGDIR/password" ] && return 0
+	(umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$PGDIR/password.new")
+	mv "$PGDIR/password.new" "$PGDIR/password"
+	if [ "$(id -u)" = 0 ]; then chown "$PGUSER_OS" "$PGDIR/password"; fi
+}
+
+write_hba() {
+	as_pg tee "$PGDIR/data/pg_hba.conf" >/dev/null <<'HBA'
+# switchboard private cluster (db/pgcluster.sh): a password for everyone, loopback only.
+# TYPE  DATABASE     USER  ADDRESS        METHOD
+local   all          all                  scram-sha-256
+host    all          all   127.0.0.1/32   scram-sha-256
+host    all          all   ::1/128        scram-sha-256
+local   replication  all                  scram-sha-256
+host    replication  all   127.0.0.1/32   scram-sha-256
+host    replication  all   ::1/128        scram-sha-256
+HBA
+}
+
+running() { as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" status >/dev/null 2>&1; }
+
+pg_start() {
+	as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -t 60 start >/dev/null ||
+		{ tail -n 30 "$PGDIR/server.log" >&2; exit 1; }
+}
+
+# A cluster from before passwords: set the password while trust still lets us in, then switch
+# pg_hba.conf and the socket permissions over and restart.
+convert_trust_cluster() {
+	grep -Eq '^[[:space:]]*[^#[:space:]].*[[:space:]]trust([[:space:]]|$)' "$PGDIR/data/pg_hba.conf" || return 0
+	echo "pgcluster: switching $PGDIR from trust to scram-sha-256 passwords" >&2
+	running || pg_start
+	# psql reads the password from the file itself: never on a command line (ps shows those).
+	as_pg "$PGBIN/psql" -qX -v ON_ERROR_STOP=1 "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable" \
+		>/dev/null <<SQL
+\\set pw \`cat '$PGDIR/password'\`
+SET password_encryption = 'scram-sha-256';
+ALTER ROLE postgres PASSWORD :'pw';
+SQL
+	write_hba
+	as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -m fast -w stop >/dev/null
+}
+
+# Settings added since a cluster was made; each needs a restart.
+#   unix_socket_permissions: only the owner may use the socket.
+#   cron.use_background_workers: pg_cron runs jobs in background workers; by default it
+#     connects over libpq, which a password-only pg_hba.conf refuses ("connection failed").
+ensure_conf() {
+	local conf=$PGDIR/data/postgresql.conf line added=
+	for line in "unix_socket_permissions = 0700" "cron.use_background_workers = on"; do
+		if ! grep -q "^${line%% =*} " "$conf"; then
+			echo "$line" | as_pg tee -a "$conf" >/dev/null
+			added=1
+		fi
+	done
+	if [ -n "$added" ] && running; then
+		as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -m fast -w stop >/dev/null
+	fi
+}
+
 start() {
 	install_packages
 	id "$PGUSER_OS" >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql "$PGUSER_OS"
@@ -42,40 +124,59 @@ start() {
 		# The server must reach its data directory through every parent folder. A checkout
 		# under a private folder (mode 700) cannot give it that: use a folder under /tmp instead.
 		if ! runuser -u "$PGUSER_OS" -- test -w "$PGDIR"; then
-			PGDIR=/tmp/switchboard-pg-$(printf '%s' "$here" | sha256sum | cut -c1-12)
-			mkdir -p "$PGDIR" && chown "$PGUSER_OS" "$PGDIR" && chmod 700 "$PGDIR"
+			PGDIR=$fallback
+			mkdir -p "$PGDIR" && chown "$PGUSER_OS" "$PGDIR"
 			echo "pgcluster: $PGUSER_OS cannot reach the checkout; the cluster lives in $PGDIR" >&2
 		fi
 	fi
+	chmod 700 "$PGDIR" # it holds the socket and the password
+	ensure_password
 	if [ ! -f "$PGDIR/data/PG_VERSION" ]; then
-		as_pg "$PGBIN/initdb" -D "$PGDIR/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$PGDIR/initdb.log" 2>&1 ||
+		as_pg "$PGBIN/initdb" -D "$PGDIR/data" -U postgres --auth=scram-sha-256 --pwfile="$PGDIR/password" \
+			-E UTF8 --locale=C.UTF-8 >"$PGDIR/initdb.log" 2>&1 ||
 			{ cat "$PGDIR/initdb.log" >&2; exit 1; }
-		cat >>"$PGDIR/data/postgresql.conf" <<CONF
+		cat <<CONF | as_pg tee -a "$PGDIR/data/postgresql.conf" >/dev/null
 # switchboard private cluster
 listen_addresses = '127.0.0.1'
 port = $PGPORT
 unix_socket_directories = '$PGDIR'
+unix_socket_permissions = 0700
+password_encryption = 'scram-sha-256'
 max_connections = 300
 shared_buffers = 256MB
 shared_preload_libraries = 'pg_cron'
 cron.database_name = 'switchboard'
+cron.use_background_workers = on
 log_min_messages = warning
 CONF
+		write_hba
 	fi
-	if ! as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" status >/dev/null 2>&1; then
-		as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -t 60 start >/dev/null ||
-			{ tail -n 30 "$PGDIR/server.log" >&2; exit 1; }
-	fi
+	convert_trust_cluster
+	ensure_conf
+	running || pg_start
 	# The database pg_cron lives in; make run uses it too.
-	if ! "$PGBIN/psql" -qAt "$(url)" -c "SELECT 1 FROM pg_database WHERE datname = 'switchboard'" | grep -q 1; then
-		"$PGBIN/psql" -q "$(url)" -c "CREATE DATABASE switchboard" >/dev/null
+	if ! admin_psql -qAt -c "SELECT 1 FROM pg_database WHERE datname = 'switchboard'" | grep -q 1; then
+		admin_psql -q -c "CREATE DATABASE switchboard" >/dev/null
 	fi
 }
 
-url() { echo "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable"; }
+# psql as the admin, the password in its environment rather than on its command line.
+admin_psql() {
+	PGPASSWORD=$(cat "$PGDIR/password") "$PGBIN/psql" -X "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable" "$@"
+}
+
+url() {
+	local dir
+	dir=$(cluster_dir)
+	if [ ! -s "$dir/password" ]; then
+		echo "pgcluster: no password in $dir: run db/pgcluster.sh start" >&2
+		exit 1
+	fi
+	echo "postgres://postgres:$(cat "$dir/password")@127.0.0.1:$PGPORT/postgres?sslmode=disable"
+}
 
 stop() {
-	for dir in "$PGDIR" /tmp/switchboard-pg-$(printf '%s' "$here" | sha256sum | cut -c1-12); do
+	for dir in "$PGDIR" "$fallback"; do
 		[ -f "$dir/data/PG_VERSION" ] && as_pg "$PGBIN/pg_ctl" -D "$dir/data" -m fast stop || true
 	done
 }
@@ -83,6 +184,7 @@ stop() {
 case "${1:-}" in
 start) start ;;
 url) url ;;
+dir) cluster_dir ;;
 stop) stop ;;
-*) echo "usage: $0 start|url|stop" >&2; exit 2 ;;
+*) echo "usage: $0 start|url|dir|stop" >&2; exit 2 ;;
 esac
