@@ -3,9 +3,11 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server/store"
@@ -225,5 +227,24 @@ func TestDoorbellReadsAndReap(t *testing.T) {
 	}
 	if _, err := st.Reap(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The server's pool runs as switchboard_runtime whatever the login: it cannot read a table
+// directly, only call the functions. An admin pool (fixtures) runs as the login.
+func TestOpenRunsAsRuntimeRole(t *testing.T) {
+	st, admin := open(t)
+	ctx := context.Background()
+	var user string
+	if err := st.Pool().QueryRow(ctx, `SELECT current_user`).Scan(&user); err != nil || user != store.RuntimeRole {
+		t.Fatalf("store pool runs as %q (%v), want %s", user, err, store.RuntimeRole)
+	}
+	_, err := st.Pool().Exec(ctx, `SELECT signing_secret FROM switchboard.webhooks`)
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) || pg.Code != "42501" {
+		t.Fatalf("runtime read switchboard.webhooks: %v, want SQLSTATE 42501", err)
+	}
+	if err := admin.QueryRow(ctx, `SELECT current_user`).Scan(&user); err != nil || user == store.RuntimeRole {
+		t.Fatalf("admin pool runs as %q (%v)", user, err)
 	}
 }
