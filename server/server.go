@@ -185,6 +185,8 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- hs.Shutdown(sctx) }() // stop accepting; close idle connections
+	// Waiting claim_next calls answer {empty: true} now, and new ones do not wait.
+	s.bell.EndWaits()
 	// In-flight requests finish. MCP GET streams never do by themselves: they end with their
 	// sessions, closed below.
 	for s.inflight.Load() > 0 && sctx.Err() == nil {

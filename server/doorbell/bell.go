@@ -59,10 +59,16 @@ type Bell struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	closed bool
-	window time.Duration
-	eps    map[string]*endpoint // endpoints with live sessions here
+	mu        sync.Mutex
+	closed    bool
+	window    time.Duration
+	ringAgain time.Duration        // ring_again_seconds (again.go)
+	waitMax   time.Duration        // claim_wait_max_seconds (wait.go)
+	eps       map[string]*endpoint // endpoints with live sessions here
+
+	waits waitState // claim_next calls that wait (wait.go)
+	again againState
+	due   dueState // time-based rings (due.go)
 
 	listening   chan struct{} // closed and replaced on each (re)connect; see Listening
 	allTrailing *time.Timer   // pending re-check of every endpoint (see ringAll)
@@ -81,6 +87,12 @@ type endpoint struct {
 	running  bool                 // a reader goroutine is active
 	dirty    bool                 // ring arrived while reading: read again
 	trailing *time.Timer          // pending re-check after the coalescing window
+
+	waiters     []*Waiter // waiting calls not woken now, in arrival order (wait.go)
+	allWaiters  []*Waiter // every waiting call of the endpoint here, woken or not
+	rings    []ring              // rings sent, oldest first, until answered or rung again (again.go)
+	againAt  []time.Time         // when the last rings again went out (at most againPerWindow)
+	dueSeen  map[string]dueMark  // todos a time-based ring announced (due.go)
 }
 
 // New makes a bell over the store.
@@ -100,6 +112,7 @@ func New(st *store.Store, cfg Config) *Bell {
 	}
 	return &Bell{
 		st: st, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel, window: w,
+		ringAgain: defaultRingAgain, waitMax: defaultWaitMax,
 		eps: map[string]*endpoint{}, listening: make(chan struct{}),
 	}
 }
@@ -118,6 +131,7 @@ func (b *Bell) Close() {
 	if b.allTrailing != nil {
 		b.allTrailing.Stop()
 	}
+	b.stopTimersLocked()
 	for _, ep := range b.eps {
 		if ep.trailing != nil {
 			ep.trailing.Stop()
@@ -126,6 +140,7 @@ func (b *Bell) Close() {
 		for _, s := range ep.sessions {
 			s.shut()
 		}
+		b.endWaitersLocked(ep, nil, ErrWaitEnded)
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
@@ -157,9 +172,10 @@ func (b *Bell) Attach(endpointID, sessionID string, send Sender) *Session {
 	}
 	ep := b.eps[endpointID]
 	if ep == nil {
-		ep = &endpoint{id: endpointID, seen: map[string]time.Time{}}
+		ep = &endpoint{id: endpointID, seen: map[string]time.Time{}, dueSeen: map[string]dueMark{}}
 		b.eps[endpointID] = ep
 		b.goTracked(func() { b.startCursor(ep) })
+		b.hintDueLocked() // its leases and retries join the time-based reads
 	}
 	ep.sessions = append(ep.sessions, s)
 	b.goTracked(s.drain)
@@ -355,7 +371,13 @@ func (b *Bell) absorbLocked(ep *endpoint, rows []store.Ready) (last time.Time) {
 		if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
 			continue
 		}
-		if b.offerLocked(ep, nil, r) {
+		if d, ok := ep.dueSeen[r.ID]; ok && d.attempt == r.Attempt {
+			// A time-based ring announced it; the requeue that made it pending (a claim's
+			// takeover, the reaper) is the same readiness.
+			ep.seen[r.ID] = r.ReadyAt
+			continue
+		}
+		if b.passLocked(ep, r) {
 			ep.seen[r.ID] = r.ReadyAt
 		}
 	}
@@ -393,6 +415,7 @@ func (b *Bell) offerLocked(ep *endpoint, to *Session, r store.Ready) bool {
 	}
 	select {
 	case s.buf <- Message(r):
+		b.recordRingLocked(ep, s, r)
 	default:
 		b.m.DoorbellDropped.WithLabelValues("buffer_full").Inc()
 	}
@@ -438,6 +461,9 @@ func (b *Bell) attached(s *Session) {
 		if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
 			continue // just rung to a session (maybe this one): no double ring
 		}
+		if d, ok := ep.dueSeen[r.ID]; ok && d.attempt == r.Attempt {
+			continue
+		}
 		if !r.ReadyAt.Before(ep.since) {
 			ep.seen[r.ID] = r.ReadyAt
 		}
@@ -454,6 +480,8 @@ type Session struct {
 	buf      chan Params
 	streams  int  // open GET streams; guarded by bell.mu
 	closed   bool // guarded by bell.mu
+
+	lastCall atomic.Int64 // when the session last made a tool call (UnixNano; see Called)
 }
 
 // StreamOpened records an open GET stream (the channel's carrier) and rings the session for
@@ -492,6 +520,7 @@ func (s *Session) Close() {
 	if ep == nil {
 		return
 	}
+	b.endWaitersLocked(ep, s, ErrWaitEnded)
 	for i, x := range ep.sessions {
 		if x == s {
 			ep.sessions = append(ep.sessions[:i], ep.sessions[i+1:]...)

@@ -20,6 +20,7 @@ func (b *Bell) Start() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.goTracked(b.listen)
+	b.goTracked(b.refreshSettings)
 }
 
 // Listening returns a channel that is closed once the LISTEN connection is up (the next time it
@@ -123,18 +124,41 @@ func (b *Bell) wait(conn *pgx.Conn) error {
 	}
 }
 
-// refreshWindow reads doorbell_window_ms unless the window is configured.
+// settingsEvery is how often the doorbell's settings are read again besides each (re)connect.
+const settingsEvery = 30 * time.Second
+
+// refreshWindow reads the doorbell's settings: doorbell_window_ms (unless the window is
+// configured), ring_again_seconds and claim_wait_max_seconds.
 func (b *Bell) refreshWindow() {
-	if b.cfg.Window > 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
 	defer cancel()
-	w, err := b.st.DoorbellWindow(ctx)
-	if err != nil || w <= 0 {
+	st, err := b.st.ReadDoorbellSettings(ctx)
+	if err != nil {
 		return
 	}
 	b.mu.Lock()
-	b.window = w
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	if b.cfg.Window <= 0 && st.Window > 0 {
+		b.window = st.Window
+	}
+	if st.RingAgain > 0 {
+		b.ringAgain = st.RingAgain
+	}
+	if st.HasWait {
+		b.waitMax = st.WaitMax
+	}
+}
+
+// refreshSettings re-reads the settings every settingsEvery until Close.
+func (b *Bell) refreshSettings() {
+	t := time.NewTicker(settingsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+			b.refreshWindow()
+		}
+	}
 }

@@ -367,7 +367,7 @@ func (h *Handler) Close() {
 	h.startOnce.Do(func() { close(h.done) }) // never started: nothing to wait for
 	<-h.done
 	for _, s := range all {
-		_ = s.ss.Close()
+		h.closeSession(s)
 	}
 }
 
@@ -387,8 +387,11 @@ func (h *Handler) Revoke(endpointID string) {
 		}
 	}
 	h.mu.Unlock()
+	if h.o.Bell != nil {
+		h.o.Bell.Revoked(endpointID) // its waiting calls answer forbidden
+	}
 	for _, s := range all {
-		_ = s.ss.Close()
+		h.closeSession(s)
 	}
 	if len(all) > 0 {
 		h.log.Info("endpoint revoked; sessions closed", "endpoint_id", endpointID, "sessions", len(all))

@@ -134,25 +134,33 @@ func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler
 		start := time.Now()
 		rec := h.requestOf(req)
 		var out json.RawMessage
+		h.bellOf(req).Called() // a session that calls tools is draining its queue (doorbell again.go)
 		serr := e.buckets.take(t.Webhook)
 		if serr == nil {
 			args, verr := t.validate(req.Params.Arguments)
 			if verr != nil {
 				serr = verr
 			} else {
-				// The call ends with the HTTP request that carried it (client gone: stop the
-				// SQL), or with the SDK's own cancellation, or after ToolTimeout.
-				ctx, cancel := context.WithTimeout(ctx, h.o.ToolTimeout)
-				if rec != nil {
-					stop := context.AfterFunc(rec.ctx, cancel)
-					defer stop()
-				}
 				call := &Call{Endpoint: e.ep, Store: h.o.Store, Log: h.log, BaseURL: h.o.BaseURL}
 				if req.Session != nil {
 					call.Session = req.Session.ID()
 				}
+				timeout := h.o.ToolTimeout
+				if t.Waits {
+					h.prepareWait(call, req)
+					timeout += call.WaitMax
+				}
+				// The call ends with the HTTP request that carried it (client gone: stop the
+				// SQL), or with the SDK's own cancellation (notifications/cancelled), or
+				// after its time limit.
+				ctx, cancel := context.WithTimeout(ctx, timeout)
+				if rec != nil {
+					stop := context.AfterFunc(rec.ctx, cancel)
+					defer stop()
+				}
 				res, err := t.Run(ctx, call, args)
 				cancel()
+				call.Bell.Called() // the end of a long call counts as activity too
 				if err != nil {
 					serr = store.Classify(err)
 				} else {
@@ -447,7 +455,7 @@ func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, e *endpoin
 	if s == nil {
 		return
 	}
-	_ = s.ss.Close()
+	h.closeSession(s)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -482,7 +490,7 @@ func (h *Handler) sweep() {
 			}
 			h.mu.Unlock()
 			for _, s := range idle {
-				_ = s.ss.Close()
+				h.closeSession(s)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package mcpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -47,26 +48,30 @@ func TodoTools() []Tool {
 		{
 			Name: "claim_next",
 			Description: "Claim the oldest claimable todo in your granted queues (or one queue). " +
-				"Answers {empty: true} when there is nothing to do.",
+				"Answers {empty: true} when there is nothing to do. " + waitDescription,
 			Input:  Object(nextProps()),
 			Output: claimNextSchema(),
 			Run:    Typed(claimNext),
+			Waits:  true,
 		},
 		{
 			Name: "complete",
 			Description: "Finish a todo you hold, with an optional result. With next, also claim the next todo " +
-				"(as claim_next) in the same call; its outcome is in next.",
+				"(as claim_next) in the same call; its outcome is in next. " +
+				"The agent loop is complete {id, next: {wait_seconds: 50}}: finish, then wait for the next todo, in one call.",
 			Input:  finishInput(true),
 			Output: finishSchema(),
 			Run:    finish(store.Complete),
+			Waits:  true,
 		},
 		{
 			Name: "fail",
 			Description: "Fail a todo you hold: it is retried after a backoff while attempts remain, else dead-lettered. " +
-				"With next, also claim the next todo.",
+				"With next, also claim the next todo (next.wait_seconds waits for one).",
 			Input:  finishInput(true),
 			Output: finishSchema(),
 			Run:    finish(store.Fail),
+			Waits:  true,
 		},
 		{
 			Name:        "heartbeat",
@@ -81,10 +86,12 @@ func TodoTools() []Tool {
 		},
 		{
 			Name:        "release",
-			Description: "Give back a todo you hold: it returns to pending for anyone. With next, also claim the next todo.",
-			Input:       finishInput(false),
-			Output:      finishSchema(),
-			Run:         finish(store.Release),
+			Description: "Give back a todo you hold: it returns to pending for anyone. With next, also claim the next todo " +
+				"(next.wait_seconds waits for one).",
+			Input:  finishInput(false),
+			Output: finishSchema(),
+			Run:    finish(store.Release),
+			Waits:  true,
 		},
 	}
 }
@@ -99,11 +106,21 @@ func leaseToken() *jsonschema.Schema {
 	return String("the lease_token of a fenced claim")
 }
 
+// waitDescription explains wait_seconds in claim_next's description.
+const waitDescription = "With wait_seconds, when nothing is claimable the call waits (holding no database " +
+	"connection) and returns as soon as a todo becomes claimable for you, or {empty: true} when the time is up. " +
+	"The longest wait is claim_wait_max_seconds, 50 by default: under the 60 s default request timeout of the " +
+	"TypeScript MCP SDK. An agent loop: claim_next {wait_seconds: 50}, then complete {id, next: {wait_seconds: 50}} " +
+	"to finish one todo and wait for the next in one call."
+
 func nextProps() map[string]*jsonschema.Schema {
+	zero := 0.0
 	return map[string]*jsonschema.Schema{
 		"queue":             String("only this queue (must be one of your granted queues)"),
 		"lease_ttl_seconds": leaseTTL(),
 		"require_fence":     requireFence(),
+		"wait_seconds": {Type: "integer", Minimum: &zero, Description: "when nothing is claimable, wait up to this " +
+			"many seconds for a todo (0: answer at once; clamped to claim_wait_max_seconds, default 50)"},
 	}
 }
 
@@ -156,6 +173,9 @@ func claimNextSchema() *jsonschema.Schema {
 		"empty":       Boolean("true when nothing was claimable"),
 		"todo":        todoSchema("payload", "routing"),
 		"lease_token": String("fence token (require_fence only); shown once"),
+		"wait_skipped": Enum("present when wait_seconds was asked for but the call answered without waiting: "+
+			"too_many_waiting_calls (16 calls of this endpoint already wait on this server), shutting_down, "+
+			"waiting_off (claim_wait_max_seconds is 0)", skipTooMany, skipEnded, skipDisabled),
 	}, "empty")
 }
 
@@ -173,6 +193,7 @@ type nextIn struct {
 	Queue        *string `json:"queue"`
 	LeaseTTL     *int64  `json:"lease_ttl_seconds"`
 	RequireFence *bool   `json:"require_fence"`
+	WaitSeconds  *int64  `json:"wait_seconds"`
 }
 
 func (n *nextIn) options() *store.NextOptions {
@@ -215,7 +236,19 @@ func claim(ctx context.Context, c *Call, in struct {
 }
 
 func claimNext(ctx context.Context, c *Call, in nextIn) (json.RawMessage, error) {
-	return c.Store.ClaimNext(ctx, c.Endpoint.ID, *in.options())
+	o := *in.options()
+	wait, skip := c.waitFor(in.WaitSeconds)
+	if wait == 0 && skip == "" {
+		return c.Store.ClaimNext(ctx, c.Endpoint.ID, o)
+	}
+	raw, err := c.claimWaiting(ctx, o, wait, skip, func(ctx context.Context) (json.RawMessage, error) {
+		return c.Store.ClaimNext(ctx, c.Endpoint.ID, o)
+	})
+	var later laterError
+	if errors.As(err, &later) {
+		err = later.err
+	}
+	return raw, err
 }
 
 func heartbeat(ctx context.Context, c *Call, in struct {
@@ -236,6 +269,11 @@ type finishIn struct {
 // finish is complete, fail or release, with the optional next claim.
 func finish(op store.Op) func(context.Context, *Call, json.RawMessage) (json.RawMessage, error) {
 	return Typed(func(ctx context.Context, c *Call, in finishIn) (json.RawMessage, error) {
+		if in.Next != nil {
+			if wait, skip := c.waitFor(in.Next.WaitSeconds); wait > 0 || skip != "" {
+				return c.finishWaiting(ctx, op, in, *in.Next.options(), wait, skip)
+			}
+		}
 		return c.Store.Finish(ctx, op, c.Endpoint.ID, in.ID, in.Result, in.LeaseToken, in.Next.options())
 	})
 }

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"switchboard/server/doorbell"
 	"switchboard/server/store"
 )
 
@@ -31,6 +33,9 @@ type Tool struct {
 	Output *jsonschema.Schema
 	// Webhook puts the tool under the webhook-management rate limit instead of the tool one.
 	Webhook bool
+	// Waits marks a tool that may wait for work (wait_seconds): its time limit is the tool
+	// timeout plus claim_wait_max_seconds.
+	Waits bool
 	// Run does the work with the validated arguments object and returns the structured
 	// result, a JSON object. Errors are mapped by store.Classify: a *store.Error keeps its
 	// code and message; anything else is internal (logged, never shown).
@@ -57,6 +62,13 @@ type Call struct {
 	Store    *store.Store
 	Log      *slog.Logger
 	BaseURL  string // public base URL of the server, without a trailing slash
+
+	// For tools that wait (Tool.Waits): the session as the doorbell sees it (nil: no
+	// doorbell), the longest wait allowed, and progress notifications (nil unless the request
+	// carried a progressToken).
+	Bell     *doorbell.Session
+	WaitMax  time.Duration
+	Progress func(ctx context.Context, progress, total float64, message string)
 }
 
 // Registry holds the tools the server offers. Add every family before serving.

@@ -34,6 +34,11 @@ type Metrics struct {
 	DoorbellDropped *prometheus.CounterVec
 	// DoorbellReconnects counts (re)connections of the LISTEN connection.
 	DoorbellReconnects prometheus.Counter
+	// DoorbellRungAgain counts todos rung again because the session first rung made no tool
+	// call since (ring_again_seconds).
+	DoorbellRungAgain prometheus.Counter
+	// DoorbellWaiting is the number of claim_next calls waiting (wait_seconds) in this process.
+	DoorbellWaiting prometheus.Gauge
 
 	// Reaped counts what switchboard.reap() did, by kind: requeued, dead_lettered,
 	// retries_released.
@@ -77,6 +82,12 @@ func New() *Metrics {
 		DoorbellReconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_doorbell_listen_connects_total", Help: "Connections (and reconnections) of the LISTEN connection.",
 		}),
+		DoorbellRungAgain: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_doorbell_rung_again_total", Help: "Todos rung again on another session after ring_again_seconds.",
+		}),
+		DoorbellWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_claim_waiting", Help: "claim_next calls waiting for a todo (wait_seconds) in this process.",
+		}),
 		Reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_reaped_total", Help: "Todos moved by the reaper, by kind.",
 		}, []string{"kind"}),
@@ -98,7 +109,8 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.Authentications, m.Ingest,
-		m.DoorbellSent, m.DoorbellDropped, m.DoorbellReconnects, m.Reaped, m.ReaperRuns,
+		m.DoorbellSent, m.DoorbellDropped, m.DoorbellReconnects, m.DoorbellRungAgain, m.DoorbellWaiting,
+		m.Reaped, m.ReaperRuns,
 	)
 	return m
 }

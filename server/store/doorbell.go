@@ -12,7 +12,8 @@ type Ready struct {
 	Title   string
 	Source  string
 	Kind    string
-	ReadyAt time.Time
+	ReadyAt time.Time // for a time-based ring (DueTodos): the moment the lease expired or the retry window elapsed
+	Attempt int       // claims so far: a requeue keeps it, a claim raises it
 }
 
 func (s *Store) readyRows(ctx context.Context, sql string, args ...any) ([]Ready, error) {
@@ -25,7 +26,7 @@ func (s *Store) readyRows(ctx context.Context, sql string, args ...any) ([]Ready
 	for rows.Next() {
 		var r Ready
 		var kind *string
-		if err := rows.Scan(&r.ID, &r.Queue, &r.Title, &r.Source, &kind, &r.ReadyAt); err != nil {
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Title, &r.Source, &kind, &r.ReadyAt, &r.Attempt); err != nil {
 			return nil, Classify(err)
 		}
 		if kind != nil {
@@ -48,7 +49,7 @@ func (s *Store) ReadyTodos(ctx context.Context, endpoint string, since time.Time
 		sinceArg = &since
 	}
 	return s.readyRows(ctx,
-		`SELECT id, queue, title, source, kind, ready_at
+		`SELECT id, queue, title, source, kind, ready_at, attempt
 		   FROM switchboard.ready_todos($1, coalesce($2::timestamptz, now() - interval '1 second'), $3)`,
 		endpoint, sinceArg, limit)
 }
@@ -72,7 +73,7 @@ func (s *Store) ReadyTodosMany(ctx context.Context, cursors []Cursor, limit int)
 		}
 	}
 	rows, err := s.pool.Query(ctx,
-		`SELECT c.ep, r.id, r.queue, r.title, r.source, r.kind, r.ready_at
+		`SELECT c.ep, r.id, r.queue, r.title, r.source, r.kind, r.ready_at, r.attempt
 		   FROM unnest($1::uuid[], $2::timestamptz[]) AS c(ep, since),
 		        LATERAL switchboard.ready_todos(c.ep, coalesce(c.since, now() - interval '1 second'), $3) r`,
 		eps, since, limit)
@@ -85,7 +86,7 @@ func (s *Store) ReadyTodosMany(ctx context.Context, cursors []Cursor, limit int)
 		var ep string
 		var r Ready
 		var kind *string
-		if err := rows.Scan(&ep, &r.ID, &r.Queue, &r.Title, &r.Source, &kind, &r.ReadyAt); err != nil {
+		if err := rows.Scan(&ep, &r.ID, &r.Queue, &r.Title, &r.Source, &kind, &r.ReadyAt, &r.Attempt); err != nil {
 			return nil, Classify(err)
 		}
 		if kind != nil {
@@ -111,7 +112,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // OldestPending: switchboard.oldest_pending — the endpoint's oldest pending todos.
 func (s *Store) OldestPending(ctx context.Context, endpoint string, limit int) ([]Ready, error) {
 	return s.readyRows(ctx,
-		`SELECT id, queue, title, source, kind, ready_at FROM switchboard.oldest_pending($1, $2)`,
+		`SELECT id, queue, title, source, kind, ready_at, attempt FROM switchboard.oldest_pending($1, $2)`,
 		endpoint, limit)
 }
 
@@ -143,4 +144,106 @@ func (s *Store) Reap(ctx context.Context) (ReapResult, error) {
 		return ReapResult{}, Classify(err)
 	}
 	return r, nil
+}
+
+// Due is what one time-based doorbell read found (DueTodos).
+type Due struct {
+	Rows map[string][]Ready // by endpoint: todos time made claimable since the cursor, oldest first
+	Next time.Time          // the earliest such moment still to come (zero: none)
+	Now  time.Time          // the database clock at the read
+}
+
+// DueTodos: switchboard.due_todos and switchboard.next_due in one round trip — the todos of
+// these endpoints whose lease expired or whose retry window elapsed at or after since (at most
+// limit), and the next such moment.
+func (s *Store) DueTodos(ctx context.Context, endpoints []string, since time.Time, limit int) (Due, error) {
+	var sinceArg *time.Time
+	if !since.IsZero() {
+		sinceArg = &since
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT now(), d.endpoint_id, d.id, d.queue, d.title, d.source, d.kind, d.due_at, d.attempt
+		   FROM switchboard.due_todos($1::uuid[], coalesce($2::timestamptz, now() - interval '1 second'), $3) d
+		 UNION ALL
+		 SELECT now(), NULL, NULL, NULL, NULL, NULL, NULL, switchboard.next_due($1::uuid[]), NULL`,
+		endpoints, sinceArg, limit)
+	if err != nil {
+		return Due{}, Classify(err)
+	}
+	defer rows.Close()
+	out := Due{Rows: map[string][]Ready{}}
+	for rows.Next() {
+		var ep, id, queue, title, source, kind *string
+		var at *time.Time
+		var attempt *int
+		if err := rows.Scan(&out.Now, &ep, &id, &queue, &title, &source, &kind, &at, &attempt); err != nil {
+			return Due{}, Classify(err)
+		}
+		if id == nil { // the next_due row
+			if at != nil {
+				out.Next = *at
+			}
+			continue
+		}
+		r := Ready{ID: *id, Queue: *queue, Title: *title, Source: *source, ReadyAt: *at, Attempt: *attempt}
+		if kind != nil {
+			r.Kind = *kind
+		}
+		out.Rows[*ep] = append(out.Rows[*ep], r)
+	}
+	if err := rows.Err(); err != nil {
+		return Due{}, Classify(err)
+	}
+	return out, nil
+}
+
+// Claimable: switchboard.claimable_todos — which of ids a claim could take now.
+func (s *Store) Claimable(ctx context.Context, ids []string) (map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id::text FROM switchboard.claimable_todos($1::uuid[])`, ids)
+	if err != nil {
+		return nil, Classify(err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, Classify(err)
+		}
+		out[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Classify(err)
+	}
+	return out, nil
+}
+
+// DoorbellSettings are the settings the doorbell reads (zero: not set in this database).
+type DoorbellSettings struct {
+	Window    time.Duration // doorbell_window_ms
+	RingAgain time.Duration // ring_again_seconds
+	WaitMax   time.Duration // claim_wait_max_seconds
+	HasWait   bool          // claim_wait_max_seconds exists (0 is a value: waiting off)
+}
+
+// ReadDoorbellSettings reads them in one call.
+func (s *Store) ReadDoorbellSettings(ctx context.Context) (DoorbellSettings, error) {
+	var w, again, wait *float64
+	err := s.pool.QueryRow(ctx, `SELECT switchboard.setting('doorbell_window_ms')::float8,
+	                                    switchboard.setting('ring_again_seconds')::float8,
+	                                    switchboard.setting('claim_wait_max_seconds')::float8`).Scan(&w, &again, &wait)
+	if err != nil {
+		return DoorbellSettings{}, Classify(err)
+	}
+	var out DoorbellSettings
+	if w != nil {
+		out.Window = time.Duration(*w * float64(time.Millisecond))
+	}
+	if again != nil {
+		out.RingAgain = time.Duration(*again * float64(time.Second))
+	}
+	if wait != nil {
+		out.WaitMax, out.HasWait = time.Duration(*wait*float64(time.Second)), true
+	}
+	return out, nil
 }
