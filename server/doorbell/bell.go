@@ -88,11 +88,11 @@ type endpoint struct {
 	dirty    bool                 // ring arrived while reading: read again
 	trailing *time.Timer          // pending re-check after the coalescing window
 
-	waiters     []*Waiter // waiting calls not woken now, in arrival order (wait.go)
-	allWaiters  []*Waiter // every waiting call of the endpoint here, woken or not
-	rings    []ring              // rings sent, oldest first, until answered or rung again (again.go)
-	againAt  []time.Time         // when the last rings again went out (at most againPerWindow)
-	dueSeen  map[string]dueMark  // todos a time-based ring announced (due.go)
+	waiters    []*Waiter          // waiting calls not woken now, in arrival order (wait.go)
+	allWaiters []*Waiter          // every waiting call of the endpoint here, woken or not
+	rings      []ring             // rings sent, oldest first, until answered or rung again (again.go)
+	againAt    []time.Time        // when the last rings again went out (at most againPerWindow)
+	dueSeen    map[string]dueMark // todos a time-based ring announced (due.go)
 }
 
 // New makes a bell over the store.

@@ -21,10 +21,10 @@ import (
 )
 
 const (
-	dueMinGap = time.Second      // at most one time-based read per second per process
-	duePoll   = 5 * time.Second  // fallback read interval while endpoints have sessions here
-	dueKeep   = 2 * time.Minute  // how long a time-based ring is remembered (reaper interval and more)
-	dueLimit  = 256              // rows per read
+	dueMinGap = time.Second          // at most one time-based read per second per process
+	duePoll   = 5 * time.Second      // fallback read interval while endpoints have sessions here
+	dueKeep   = 2 * time.Minute      // how long a time-based ring is remembered (reaper interval and more)
+	dueLimit  = 256                  // rows per read
 	dueEarly  = 5 * time.Millisecond // the timer fires this much after the moment read
 )
 

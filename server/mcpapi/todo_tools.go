@@ -85,7 +85,7 @@ func TodoTools() []Tool {
 			Run:    Typed(heartbeat),
 		},
 		{
-			Name:        "release",
+			Name: "release",
 			Description: "Give back a todo you hold: it returns to pending for anyone. With next, also claim the next todo " +
 				"(next.wait_seconds waits for one).",
 			Input:  finishInput(false),
