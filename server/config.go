@@ -38,6 +38,9 @@ type Config struct {
 	MaxSessionsPerEndpoint int
 	// DoorbellWindow overrides the trailing re-check delay (0: doorbell_window_ms setting).
 	DoorbellWindow time.Duration
+	// MaxWaiting caps the claim_next calls of one endpoint waiting here (wait_seconds) at once
+	// (SWITCHBOARD_MAX_WAITING_PER_ENDPOINT, default 16); past it a call answers at once.
+	MaxWaiting int
 	// SessionIdle closes MCP sessions idle this long (SWITCHBOARD_SESSION_IDLE, default 1h).
 	SessionIdle time.Duration
 	// ShutdownTimeout bounds graceful shutdown (default 15s).
@@ -119,6 +122,13 @@ func ConfigFromEnv() (Config, error) {
 			bad("SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", fmt.Errorf("want a whole number >= 1"))
 		}
 		c.MaxSessionsPerEndpoint = n
+	}
+	if v := os.Getenv("SWITCHBOARD_MAX_WAITING_PER_ENDPOINT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			bad("SWITCHBOARD_MAX_WAITING_PER_ENDPOINT", fmt.Errorf("want a whole number >= 1"))
+		}
+		c.MaxWaiting = n
 	}
 	if v := os.Getenv("SWITCHBOARD_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)

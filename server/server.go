@@ -78,10 +78,11 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s.tools.Add(webhooks.Tools(webhooks.New(pool, s.baseURL))...)
 	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
 	s.bell = doorbell.New(s.store, doorbell.Config{
-		Window:    cfg.DoorbellWindow,
-		OnRevoked: func(id string) { s.mcp.Revoke(id) },
-		Log:       log,
-		Metrics:   s.metrics,
+		Window:     cfg.DoorbellWindow,
+		OnRevoked:  func(id string) { s.mcp.Revoke(id) },
+		MaxWaiting: cfg.MaxWaiting,
+		Log:        log,
+		Metrics:    s.metrics,
 	})
 	s.mcp = mcpapi.New(mcpapi.Options{
 		Store:       s.store,

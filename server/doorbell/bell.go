@@ -44,8 +44,10 @@ type Config struct {
 	Window time.Duration
 	// OnRevoked is called (on its own goroutine) when an endpoint is revoked.
 	OnRevoked func(endpointID string)
-	Log       *slog.Logger
-	Metrics   *metrics.Metrics
+	// MaxWaiting caps the waiting claim_next calls of one endpoint here (0: DefaultMaxWaiting).
+	MaxWaiting int
+	Log        *slog.Logger
+	Metrics    *metrics.Metrics
 }
 
 // Bell routes ready todos to sessions. Create with New, then Start; Close stops it.
@@ -105,6 +107,9 @@ func New(st *store.Store, cfg Config) *Bell {
 	m := cfg.Metrics
 	if m == nil {
 		m = metrics.New()
+	}
+	if cfg.MaxWaiting <= 0 {
+		cfg.MaxWaiting = DefaultMaxWaiting
 	}
 	w := cfg.Window
 	if w <= 0 {

@@ -18,15 +18,15 @@ import (
 )
 
 const (
-	// MaxWaiting caps the waiting calls of one endpoint in one process; past it a call
-	// answers at once (Wait returns ErrTooManyWaiting).
-	MaxWaiting       = 16
-	defaultWaitMax   = 50 * time.Second
-	defaultRingAgain = 15 * time.Second
+	// DefaultMaxWaiting caps the waiting calls of one endpoint in one process (Config.MaxWaiting);
+	// past it a call answers at once (Wait returns ErrTooManyWaiting).
+	DefaultMaxWaiting = 16
+	defaultWaitMax    = 50 * time.Second
+	defaultRingAgain  = 15 * time.Second
 )
 
 var (
-	// ErrTooManyWaiting: MaxWaiting calls of the endpoint already wait here.
+	// ErrTooManyWaiting: Config.MaxWaiting calls of the endpoint already wait here.
 	ErrTooManyWaiting = errors.New("too many waiting calls")
 	// ErrWaitEnded: the session closed or the server is shutting down.
 	ErrWaitEnded = errors.New("wait ended")
@@ -77,7 +77,7 @@ func (s *Session) Wait(queue string) (*Waiter, error) {
 	if ep == nil {
 		return nil, ErrWaitEnded
 	}
-	if len(ep.allWaiters) >= MaxWaiting {
+	if len(ep.allWaiters) >= b.cfg.MaxWaiting {
 		return nil, ErrTooManyWaiting
 	}
 	b.waits.seq++
@@ -249,6 +249,16 @@ func (b *Bell) EndWaits() {
 	for _, ep := range b.eps {
 		b.endWaitersLocked(ep, nil, ErrWaitEnded)
 	}
+}
+
+// Waiting is the number of waiting calls of an endpoint here.
+func (b *Bell) Waiting(endpointID string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ep := b.eps[endpointID]; ep != nil {
+		return len(ep.allWaiters)
+	}
+	return 0
 }
 
 // Revoked ends the waiting calls of an endpoint whose credential was revoked.

@@ -388,7 +388,13 @@ func (h *Handler) Revoke(endpointID string) {
 	}
 	h.mu.Unlock()
 	if h.o.Bell != nil {
-		h.o.Bell.Revoked(endpointID) // its waiting calls answer forbidden
+		// Its waiting calls answer forbidden; let the answers out before the sessions close
+		// (a closing session cuts its unanswered requests off). The sessions refuse new
+		// requests meanwhile: the entry is marked revoked.
+		h.o.Bell.Revoked(endpointID)
+		for end := time.Now().Add(time.Second); h.o.Bell.Waiting(endpointID) > 0 && time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	for _, s := range all {
 		h.closeSession(s)

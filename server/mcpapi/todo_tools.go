@@ -174,7 +174,7 @@ func claimNextSchema() *jsonschema.Schema {
 		"todo":        todoSchema("payload", "routing"),
 		"lease_token": String("fence token (require_fence only); shown once"),
 		"wait_skipped": Enum("present when wait_seconds was asked for but the call answered without waiting: "+
-			"too_many_waiting_calls (16 calls of this endpoint already wait on this server), shutting_down, "+
+			"too_many_waiting_calls (16 calls of this endpoint, by default, already wait on this server), shutting_down, "+
 			"waiting_off (claim_wait_max_seconds is 0)", skipTooMany, skipEnded, skipDisabled),
 	}, "empty")
 }

@@ -25,7 +25,7 @@ var progressEvery = 5 * time.Second
 
 // Reasons in wait_skipped: the call asked to wait but answered at once.
 const (
-	skipTooMany  = "too_many_waiting_calls" // doorbell.MaxWaiting calls of the endpoint wait here already
+	skipTooMany  = "too_many_waiting_calls" // the endpoint's cap of waiting calls here is reached
 	skipEnded    = "shutting_down"          // the session is closing or the server shutting down
 	skipDisabled = "waiting_off"            // claim_wait_max_seconds is 0
 )

@@ -46,6 +46,8 @@ type Options struct {
 	Buffer int
 	// Name is the client name sent in initialize.
 	Name string
+	// OnProgress receives progress notifications (notifications/progress).
+	OnProgress func(*mcp.ProgressNotificationParams)
 }
 
 // DefaultTransport is shared by clients that set no Transport.
@@ -87,7 +89,13 @@ func Connect(ctx context.Context, url, credential string, o *Options) (*Client, 
 	if name == "" {
 		name = "agentclient"
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "test"}, nil)
+	var copts *mcp.ClientOptions
+	if f := o.OnProgress; f != nil {
+		copts = &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			f(r.Params)
+		}}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "test"}, copts)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: o.NoStream, MaxRetries: -1,
 	}, nil)
