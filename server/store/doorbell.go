@@ -199,7 +199,7 @@ func (s *Store) DueTodos(ctx context.Context, endpoints []string, since time.Tim
 
 // Claimable: switchboard.claimable_todos — which of ids a claim could take now.
 func (s *Store) Claimable(ctx context.Context, ids []string) (map[string]bool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id::text FROM switchboard.claimable_todos($1::uuid[])`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT t::text FROM switchboard.claimable_todos($1::uuid[]) t`, ids)
 	if err != nil {
 		return nil, Classify(err)
 	}

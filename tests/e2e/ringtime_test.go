@@ -1,0 +1,163 @@
+package e2e
+
+// Rings that reach a working session (ring_again_seconds) and rings when time makes a todo
+// claimable (an expired lease, an elapsed retry window), with the reaper off.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A second session that holds a GET stream and never calls a tool (mcp-remote's probe session)
+// does not keep the working session from being rung for every todo within ring_again_seconds
+// + 1 s.
+func TestRingAgainReachesTheWorkingSession(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`UPDATE switchboard.settings SET value = 2 WHERE key = 'ring_again_seconds'`)
+	in := e.startServer() // reads the setting as its listener connects
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	active := in.connect(t, ep, nil)
+	probe := in.connect(t, ep, nil)
+	again := 0
+	for i := 0; i < 6; i++ {
+		pushed := time.Now()
+		id := e.push(ep, "inbox", fmt.Sprint("todo ", i))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		n, err := active.WaitNotification(ctx, id)
+		cancel()
+		if err != nil {
+			t.Fatalf("todo %d: the active session was not rung within 3 s", i)
+		}
+		if d := n.At.Sub(pushed); d > time.Second {
+			again++
+			t.Logf("todo %d rang the active session again after %v", i, d)
+		}
+		call[todo](t, active, "claim", map[string]any{"id": id})
+		call[todo](t, active, "complete", map[string]any{"id": id})
+	}
+	if again == 0 || len(probe.Notifications()) == 0 {
+		t.Fatalf("rung again %d times, probe rung %d times: round-robin never picked the probe?", again, len(probe.Notifications()))
+	}
+	if v := metricValue(t, in.base, "switchboard_doorbell_rung_again_total"); v != float64(again) {
+		t.Fatalf("rung_again_total %v, want %d", v, again)
+	}
+}
+
+// A session alone is rung again for a todo it did nothing about, and not once it made a call.
+func TestRingAgainAloneAndDraining(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`UPDATE switchboard.settings SET value = 1 WHERE key = 'ring_again_seconds'`)
+	in := e.startServer()
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := in.connect(t, ep, nil)
+	id := e.push(ep, "inbox", "ignored")
+	first, err := c.WaitNotification(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.WaitNotification(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := second.At.Sub(first.At); d < 900*time.Millisecond || d > 2500*time.Millisecond {
+		t.Fatalf("rung again after %v, want about 1 s", d)
+	}
+	// A tool call since the ring: the session is draining, no more rings for it.
+	call[json.RawMessage](t, c, "list_todos", nil)
+	select {
+	case n := <-c.Notifications():
+		t.Fatalf("rung again while draining: %v", n.Meta)
+	case <-time.After(2500 * time.Millisecond):
+	}
+}
+
+func (e *env) moment(sql, id string) time.Time {
+	e.t.Helper()
+	var at time.Time
+	if err := e.pool.QueryRow(context.Background(), sql, id).Scan(&at); err != nil {
+		e.t.Fatal(err)
+	}
+	return at
+}
+
+// With the reaper off, a failed todo rings within 1 s of its next_retry_at.
+func TestDoorbellRingsWhenRetryWindowElapses(t *testing.T) {
+	e := newEnv(t) // ReaperInterval 0
+	e.exec(`UPDATE switchboard.settings SET value = 2 WHERE key = 'backoff_base_seconds'`)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := e.connect(t, ep, nil)
+	id := e.push(ep, "inbox", "flaky")
+	if _, err := c.WaitNotification(ctxT(t), id); err != nil {
+		t.Fatal(err)
+	}
+	call[todo](t, c, "claim", map[string]any{"id": id})
+	call[todo](t, c, "fail", map[string]any{"id": id, "result": map[string]any{"error": "try again"}})
+	retryAt := e.moment(`SELECT next_retry_at FROM switchboard.todos WHERE id = $1`, id)
+	n, err := c.WaitNotification(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := n.At.Sub(retryAt)
+	t.Logf("rang %v after next_retry_at", lag)
+	if lag < 0 || lag > time.Second {
+		t.Fatalf("rang %v after next_retry_at, want within 1 s", lag)
+	}
+	if got := call[claimNext](t, c, "claim_next", nil); got.Todo == nil || got.Todo.ID != id {
+		t.Fatalf("claim_next %+v", got)
+	}
+}
+
+// With the reaper off, an expired lease rings within 1 s of its expiry, once: the requeue
+// that follows (here the reaper, run by hand) does not ring it again.
+func TestDoorbellRingsWhenLeaseExpires(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := e.connect(t, ep, nil)
+	id := e.push(ep, "inbox", "abandoned")
+	if _, err := c.WaitNotification(ctxT(t), id); err != nil {
+		t.Fatal(err)
+	}
+	call[todo](t, c, "claim", map[string]any{"id": id, "lease_ttl_seconds": 2})
+	expires := e.moment(`SELECT lease_expires_at FROM switchboard.todos WHERE id = $1`, id)
+	n, err := c.WaitNotification(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := n.At.Sub(expires)
+	t.Logf("rang %v after lease_expires_at", lag)
+	if lag < 0 || lag > time.Second {
+		t.Fatalf("rang %v after the lease expired, want within 1 s", lag)
+	}
+	e.exec(`SELECT switchboard.reap()`)
+	if e.state(id) != "pending" {
+		t.Fatalf("state %s after reap", e.state(id))
+	}
+	select {
+	case n := <-c.Notifications():
+		t.Fatalf("rang again after the requeue: %v", n.Meta)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// A waiting claim_next is woken by a lease that expires.
+func TestClaimWaitWokenByExpiredLease(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	holder := e.connect(t, ep, &agentclientOptionsNoStream)
+	waiter := e.connect(t, ep, &agentclientOptionsNoStream)
+	id := e.push(ep, "inbox", "abandoned")
+	call[todo](t, holder, "claim", map[string]any{"id": id, "lease_ttl_seconds": 2})
+	expires := e.moment(`SELECT lease_expires_at FROM switchboard.todos WHERE id = $1`, id)
+	got := call[waitAnswer](t, waiter, "claim_next", map[string]any{"wait_seconds": 5})
+	lag := time.Since(expires)
+	if got.Todo == nil || got.Todo.ID != id || got.Todo.Attempt != 2 {
+		t.Fatalf("answer %+v", got)
+	}
+	t.Logf("claimed %v after the lease expired", lag)
+	if lag > time.Second {
+		t.Fatalf("claimed %v after the lease expired, want within 1 s", lag)
+	}
+}
