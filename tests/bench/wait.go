@@ -164,4 +164,3 @@ func untilWaiting(ctx context.Context, base string, n int) error {
 	}
 	return errors.New("the claim_next call never counted as waiting")
 }
-
