@@ -2,7 +2,10 @@
 --
 -- Functions that make a todo ready (create_todo, release, requeue_expired, release_retries)
 -- call ring(); MCP servers LISTEN on switchboard_doorbell and, when it rings, read what became
--- ready with ready_todos() (and oldest_pending() when a session attaches).
+-- ready with ready_todos() (and oldest_pending() when a session attaches). What time makes
+-- claimable (an expired lease, an elapsed retry window) commits nothing and rings nothing: the
+-- servers read it with due_todos() at the moment next_due() named. claimable_todos() checks the
+-- todos a server is about to ring again (ring_again_seconds).
 
 -- Doorbell signal, coalesced. NOTIFY takes a database-wide lock at commit that serializes
 -- committing transactions, so a busy database must not notify in every transaction: only the
@@ -36,13 +39,15 @@ COMMENT ON FUNCTION switchboard.ring() IS
   'Signal the doorbell channel switchboard_doorbell (payload *), at most once per doorbell_window_ms per database (coalesced). Returns whether it notified.';
 
 -- Doorbell reads. Only todos the endpoint could claim (granted queues) ring it. PL/pgSQL for
--- the reason endpoint_resolve is (identity.sql).
+-- the reason endpoint_resolve is (identity.sql). They return the attempt too: a todo that a
+-- time-based ring announced (due_todos) and that a claim's takeover or the reaper then requeues
+-- keeps its attempt, so the doorbell does not ring it a second time; a claim in between raises it.
 CREATE OR REPLACE FUNCTION switchboard.ready_todos(p_endpoint uuid, p_since timestamptz, p_limit int DEFAULT 64)
-RETURNS TABLE (id uuid, queue text, title text, source text, kind text, ready_at timestamptz)
+RETURNS TABLE (id uuid, queue text, title text, source text, kind text, ready_at timestamptz, attempt int)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN QUERY
-    SELECT t.id, t.queue::text, t.title, t.source, t.kind, t.ready_at
+    SELECT t.id, t.queue::text, t.title, t.source, t.kind, t.ready_at, t.attempt
       FROM switchboard.todos t
       JOIN switchboard.endpoints e ON e.id = t.endpoint_id
      WHERE t.endpoint_id = p_endpoint AND t.state = 'pending' AND t.ready_at >= p_since
@@ -55,11 +60,11 @@ COMMENT ON FUNCTION switchboard.ready_todos(uuid, timestamptz, int) IS
   'Doorbell: pending todos of an endpoint (granted queues) that became ready at or after p_since, oldest first.';
 
 CREATE OR REPLACE FUNCTION switchboard.oldest_pending(p_endpoint uuid, p_limit int DEFAULT 3)
-RETURNS TABLE (id uuid, queue text, title text, source text, kind text, ready_at timestamptz)
+RETURNS TABLE (id uuid, queue text, title text, source text, kind text, ready_at timestamptz, attempt int)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN QUERY
-    SELECT t.id, t.queue::text, t.title, t.source, t.kind, t.ready_at
+    SELECT t.id, t.queue::text, t.title, t.source, t.kind, t.ready_at, t.attempt
       FROM switchboard.todos t
       JOIN switchboard.endpoints e ON e.id = t.endpoint_id
      WHERE t.endpoint_id = p_endpoint AND t.state = 'pending' AND t.queue = ANY (e.queues)
@@ -69,3 +74,65 @@ END
 $$;
 COMMENT ON FUNCTION switchboard.oldest_pending(uuid, int) IS
   'Doorbell on attach: the oldest pending todos of an endpoint in its granted queues.';
+
+-- Time-based rings. A claimed todo whose lease expired, or a failed one whose retry window
+-- elapsed, is claimable at once (claim_next takes it over) but nothing notifies: no transaction
+-- commits at that moment. The doorbell asks next_due for the earliest such moment still to
+-- come, arms one timer, and at that moment reads due_todos. Both walk the partial indexes of
+-- in-flight rows (todos_leases, todos_retries), not the backlog.
+CREATE OR REPLACE FUNCTION switchboard.due_todos(p_endpoints uuid[], p_since timestamptz, p_limit int DEFAULT 64)
+RETURNS TABLE (endpoint_id uuid, id uuid, queue text, title text, source text, kind text,
+               due_at timestamptz, attempt int)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT d.endpoint_id, d.id, d.queue::text, d.title, d.source, d.kind, d.due_at, d.attempt
+      FROM (SELECT t.endpoint_id, t.id, t.queue, t.title, t.source, t.kind, t.lease_expires_at AS due_at,
+                   t.attempt
+              FROM switchboard.todos t
+             WHERE t.state = 'claimed' AND t.lease_expires_at >= p_since AND t.lease_expires_at <= now()
+               AND t.attempt < t.max_attempts AND t.endpoint_id = ANY (p_endpoints)
+            UNION ALL
+            SELECT t.endpoint_id, t.id, t.queue, t.title, t.source, t.kind, t.next_retry_at, t.attempt
+              FROM switchboard.todos t
+             WHERE t.next_retry_at >= p_since AND t.next_retry_at <= now()
+               AND t.endpoint_id = ANY (p_endpoints)) d
+      JOIN switchboard.endpoints e ON e.id = d.endpoint_id
+     WHERE d.queue = ANY (e.queues)
+     ORDER BY d.due_at
+     LIMIT p_limit;
+END
+$$;
+COMMENT ON FUNCTION switchboard.due_todos(uuid[], timestamptz, int) IS
+  'Doorbell: todos of these endpoints (granted queues) that time made claimable in [p_since, now()]: expired leases with an attempt left, elapsed retry windows. Oldest first; due_at is the moment.';
+
+CREATE OR REPLACE FUNCTION switchboard.next_due(p_endpoints uuid[]) RETURNS timestamptz
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN least(
+        (SELECT min(t.lease_expires_at) FROM switchboard.todos t
+          WHERE t.state = 'claimed' AND t.lease_expires_at > now() AND t.endpoint_id = ANY (p_endpoints)),
+        (SELECT min(t.next_retry_at) FROM switchboard.todos t
+          WHERE t.next_retry_at > now() AND t.endpoint_id = ANY (p_endpoints)));
+END
+$$;
+COMMENT ON FUNCTION switchboard.next_due(uuid[]) IS
+  'Doorbell: the earliest moment still to come at which a lease of these endpoints expires or a retry window elapses (NULL: none).';
+
+-- Ring again: which of these todos can a claim take now (pending, expired lease or elapsed retry
+-- with an attempt left, in a granted queue of an active endpoint).
+CREATE OR REPLACE FUNCTION switchboard.claimable_todos(p_ids uuid[]) RETURNS SETOF uuid
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT t.id
+      FROM switchboard.todos t
+      JOIN switchboard.endpoints e ON e.id = t.endpoint_id
+     WHERE t.id = ANY (p_ids) AND e.state = 'active' AND t.queue = ANY (e.queues)
+       AND ((t.state = 'pending' AND t.attempt < t.max_attempts)
+            OR (t.state = 'claimed' AND t.lease_expires_at < now() AND t.attempt < t.max_attempts)
+            OR t.next_retry_at <= now());
+END
+$$;
+COMMENT ON FUNCTION switchboard.claimable_todos(uuid[]) IS
+  'Doorbell ring-again: the ids among p_ids that a claim could take now.';

@@ -16,7 +16,9 @@ INSERT INTO switchboard.settings AS s (key, value, min_value, max_value, integra
     ('lease_default_seconds',   300,     1,    86400,  true,  'lease TTL when neither the call nor the endpoint names one'),
     ('lease_max_seconds',       86400,   1,    86400,  true,  'largest lease TTL a call may ask for'),
     ('doorbell_enabled',        1,       0,    1,      true,  '1: new and requeued todos signal the doorbell (pg_notify); 0: silent'),
-    ('doorbell_window_ms',      40,      0,    10000,  true,  'coalescing window: at most one doorbell NOTIFY per database per window')
+    ('doorbell_window_ms',      40,      0,    10000,  true,  'coalescing window: at most one doorbell NOTIFY per database per window'),
+    ('ring_again_seconds',      15,      1,    3600,   true,  'a todo still claimable this long after its ring went to a session that made no tool call since is rung on the next session of its endpoint'),
+    ('claim_wait_max_seconds',  50,      0,    600,    true,  'longest wait_seconds of claim_next (and of next on complete, fail, release); 0 turns waiting off')
 ON CONFLICT (key) DO UPDATE
     SET min_value   = excluded.min_value,
         max_value   = excluded.max_value,
