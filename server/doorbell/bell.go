@@ -10,6 +10,12 @@
 // endpoint with an open GET stream (round-robin) through that session's buffer of 16; a full
 // buffer drops the notification. A session whose stream opens is rung for the endpoint's
 // oldest pending todos. Nothing waits on a client.
+//
+// Around that: a ready todo goes first to a claim_next call of its endpoint that waits for work
+// (wait.go), and then rings no session; a ring that went to a session which made no tool call
+// since is sent again on another session after ring_again_seconds (again.go); and todos that
+// time makes claimable — expired leases, elapsed retry windows — are found by time-based reads
+// at the moment they become claimable (due.go).
 package doorbell
 
 import (

@@ -115,3 +115,95 @@ func (s *Session) StreamOpenedForTest() {
 	s.streams++
 	s.bell.mu.Unlock()
 }
+
+// Waiting calls are woken one per ready todo, in arrival order, matching their queue; a call
+// that claimed another todo than the one that woke it passes the wake on.
+func TestWaitersOnePerTodoInArrivalOrder(t *testing.T) {
+	b := New(nil, Config{MaxWaiting: 3})
+	defer b.Close()
+	noop := func(context.Context, Params) error { return nil }
+	s := b.Attach("ep", "s1", noop)
+	w1, _ := s.Wait("")
+	w2, _ := s.Wait("other")
+	w3, _ := s.Wait("")
+	if _, err := s.Wait(""); err != ErrTooManyWaiting {
+		t.Fatalf("fourth wait: %v", err)
+	}
+	woken := func(w *Waiter) bool {
+		select {
+		case <-w.Woken():
+			return true
+		default:
+			return false
+		}
+	}
+	pass := func(id, queue string) {
+		b.mu.Lock()
+		b.passLocked(b.eps["ep"], store.Ready{ID: id, Queue: queue})
+		b.mu.Unlock()
+	}
+	pass("t1", "inbox")
+	if !woken(w1) || woken(w2) || woken(w3) {
+		t.Fatal("t1 did not wake the first waiter alone")
+	}
+	// w1 claims an older todo: t1 is still there, the next matching waiter gets it.
+	w1.Begin()
+	w1.After("older")
+	w1.Leave()
+	if woken(w2) || !woken(w3) {
+		t.Fatal("the wake did not pass on to the next waiter of a matching queue")
+	}
+	// w3 lost the race for it: back in line, in its place.
+	w3.Begin()
+	w3.After("")
+	pass("t2", "other")
+	if !woken(w2) || woken(w3) {
+		t.Fatal("t2 (queue other) did not wake the waiter of queue other")
+	}
+	pass("t3", "inbox")
+	if !woken(w3) {
+		t.Fatal("t3 did not wake the requeued waiter")
+	}
+	// Closing the session ends its waits.
+	s.Close()
+	select {
+	case <-w2.Ended():
+		if w2.Err() != ErrWaitEnded {
+			t.Fatalf("reason %v", w2.Err())
+		}
+	default:
+		t.Fatal("the wait outlived its session")
+	}
+}
+
+// Ring again goes to the next session in turn that has a stream and made no call since the
+// ring; to the same session when it is alone; nowhere when every other one is draining.
+func TestAgainTarget(t *testing.T) {
+	b := New(nil, Config{})
+	defer b.Close()
+	noop := func(context.Context, Params) error { return nil }
+	a := b.Attach("ep", "a", noop)
+	p := b.Attach("ep", "p", noop)
+	c := b.Attach("ep", "c", noop)
+	for _, s := range []*Session{a, p, c} {
+		s.streams = 1
+	}
+	ep := b.eps["ep"]
+	at := time.Now()
+	rg := ring{r: store.Ready{ID: "t"}, s: p, at: at}
+	if got := againTarget(ep, rg); got != c {
+		t.Fatalf("target %v, want the next in turn", got.id)
+	}
+	c.lastCall.Store(at.Add(time.Millisecond).UnixNano()) // c is draining
+	if got := againTarget(ep, rg); got != a {
+		t.Fatalf("target %v, want a (c drains)", got)
+	}
+	a.lastCall.Store(at.Add(time.Millisecond).UnixNano())
+	if got := againTarget(ep, rg); got != nil {
+		t.Fatalf("target %v, want none (every other session drains)", got.id)
+	}
+	a.streams, c.streams = 0, 0
+	if got := againTarget(ep, rg); got != p {
+		t.Fatal("alone with a stream: not rung again")
+	}
+}

@@ -5,7 +5,7 @@ package doorbell
 // The bell reads, in one SQL call (switchboard.due_todos and switchboard.next_due), the todos of
 // its endpoints that time made claimable since the last read and the earliest such moment still
 // to come, and arms one timer for that moment. It reads again when the timer fires, after a
-// local tool call that may have set a lease or a retry (Session.Called), when an endpoint gets
+// local tool call that may have set a lease or a retry (Session.SetLease), when an endpoint gets
 // its first session here, and every duePoll otherwise (leases and retries set through another
 // server process or psql); never more than once per dueMinGap. What it finds is announced like
 // any ready todo (a waiting call, else one session) and remembered by attempt, so that the

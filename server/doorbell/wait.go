@@ -270,13 +270,21 @@ func (b *Bell) Revoked(endpointID string) {
 	}
 }
 
-// Called records a tool call of the session (a session that makes calls is draining its queue:
-// see again.go) and lets the time-based reads look for leases and retries it may have set.
-// It is on every tool call's path: one atomic store, and a lock only once per hint.
+// Called records a tool call of the session: a session that makes calls is draining its queue
+// (again.go). It is on every tool call's path: one atomic store.
 func (s *Session) Called() {
 	if s == nil {
 		return
 	}
 	s.lastCall.Store(time.Now().UnixNano())
+}
+
+// SetLease tells the time-based reads (due.go) that a call of the session may have set a lease
+// or a retry window (claim, claim_next, fail, or next on complete/release): one atomic swap,
+// and a lock only once per read.
+func (s *Session) SetLease() {
+	if s == nil {
+		return
+	}
 	s.bell.hintDue()
 }

@@ -134,7 +134,8 @@ func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler
 		start := time.Now()
 		rec := h.requestOf(req)
 		var out json.RawMessage
-		h.bellOf(req).Called() // a session that calls tools is draining its queue (doorbell again.go)
+		bs := h.bellOf(req)
+		bs.Called() // a session that calls tools is draining its queue (doorbell again.go)
 		serr := e.buckets.take(t.Webhook)
 		if serr == nil {
 			args, verr := t.validate(req.Params.Arguments)
@@ -147,7 +148,7 @@ func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler
 				}
 				timeout := h.o.ToolTimeout
 				if t.Waits {
-					h.prepareWait(call, req)
+					h.prepareWait(call, req, bs)
 					timeout += call.WaitMax
 				}
 				// The call ends with the HTTP request that carried it (client gone: stop the
@@ -160,7 +161,10 @@ func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler
 				}
 				res, err := t.Run(ctx, call, args)
 				cancel()
-				call.Bell.Called() // the end of a long call counts as activity too
+				bs.Called() // the end of a long call counts as activity too
+				if err == nil && setsLease[t.Name] {
+					bs.SetLease()
+				}
 				if err != nil {
 					serr = store.Classify(err)
 				} else {

@@ -202,6 +202,10 @@ func (c *Call) finishWaiting(ctx context.Context, op store.Op, in finishIn, o st
 	return out, nil
 }
 
+// setsLease names the verbs that may set a lease or a retry window, which the doorbell's
+// time-based reads then look for (doorbell due.go).
+var setsLease = map[string]bool{"claim": true, "claim_next": true, "fail": true, "complete": true, "release": true}
+
 // bellOf is the doorbell's view of the call's session (nil without a doorbell).
 func (h *Handler) bellOf(req *mcp.CallToolRequest) *doorbell.Session {
 	if req.Session == nil {
@@ -217,11 +221,11 @@ func (h *Handler) bellOf(req *mcp.CallToolRequest) *doorbell.Session {
 
 // prepareWait gives a call of a waiting tool its session's waiter, the longest wait, and
 // progress notifications when the request asked for them.
-func (h *Handler) prepareWait(call *Call, req *mcp.CallToolRequest) {
+func (h *Handler) prepareWait(call *Call, req *mcp.CallToolRequest, bs *doorbell.Session) {
 	if h.o.Bell == nil {
 		return
 	}
-	call.Bell = h.bellOf(req)
+	call.Bell = bs
 	call.WaitMax = h.o.Bell.WaitMax()
 	if req.Params == nil || req.Session == nil {
 		return

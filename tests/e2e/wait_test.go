@@ -303,13 +303,14 @@ func TestCompleteWithNextWaits(t *testing.T) {
 	if got.Todo == nil || got.Todo.ID != first {
 		t.Fatalf("claim %+v", got)
 	}
-	var second string
+	pushed := make(chan string, 1)
 	go func() {
 		time.Sleep(500 * time.Millisecond)
-		second = e.push(ep, "inbox", "second")
+		pushed <- e.push(ep, "inbox", "second")
 	}()
 	start := time.Now()
 	done := call[todo](t, c, "complete", map[string]any{"id": first, "next": map[string]any{"wait_seconds": 5}})
+	second := <-pushed
 	if done.State != "done" || done.Next == nil || done.Next.Todo == nil || done.Next.Todo.ID != second {
 		t.Fatalf("complete %+v next %+v", done, done.Next)
 	}
