@@ -172,3 +172,31 @@ test('methods of undeclared capabilities answer -32601', async (t) => {
     });
   }
 });
+
+test('claim_next with wait_seconds returns a todo pushed during the wait', async (t) => {
+  const { client } = await connect(t, 'ts-wait');
+  await client.listTools();
+  const start = Date.now();
+  const waiting = call(client, 'claim_next', { wait_seconds: 5 });
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const pushedAt = Date.now();
+  const id = await push('inbox', 'while waiting');
+  const got = await waiting;
+  const lag = Date.now() - pushedAt;
+  assert.equal(got.empty, false);
+  assert.equal(got.todo.id, id);
+  assert.equal(got.todo.state, 'claimed');
+  assert.ok(lag < 1500, `returned ${lag} ms after the push`);
+  assert.ok(Date.now() - start < 5000, 'waited out the full time');
+  await call(client, 'complete', { id });
+});
+
+test('claim_next with wait_seconds and nothing to do answers empty when the time is up', async (t) => {
+  const { client } = await connect(t, 'ts-wait-empty');
+  await client.listTools();
+  const start = Date.now();
+  const got = await call(client, 'claim_next', { wait_seconds: 5 });
+  const took = Date.now() - start;
+  assert.deepEqual(got, { empty: true });
+  assert.ok(took >= 4500 && took <= 5500, `answered after ${took} ms, want 5 s ± 0.5 s`);
+});
