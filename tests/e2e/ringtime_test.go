@@ -161,3 +161,64 @@ func TestClaimWaitWokenByExpiredLease(t *testing.T) {
 		t.Fatalf("claimed %v after the lease expired, want within 1 s", lag)
 	}
 }
+
+// At most 3 todos per endpoint go out again per window, the oldest first.
+func TestRingAgainAtMostThreePerWindow(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`UPDATE switchboard.settings SET value = 2 WHERE key = 'ring_again_seconds'`)
+	in := e.startServer()
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := in.connect(t, ep, nil)
+	e.exec(`SELECT switchboard.create_todo($1, 'inbox', 'batch ' || i) FROM generate_series(1, 5) i`, ep.ID)
+	start := time.Now()
+	var firsts, agains []string
+	deadline := time.After(3500 * time.Millisecond)
+	for len(firsts)+len(agains) < 8 {
+		select {
+		case n := <-c.Notifications():
+			if time.Since(start) < time.Second {
+				firsts = append(firsts, n.Meta["todo_id"])
+			} else {
+				agains = append(agains, n.Meta["todo_id"])
+			}
+		case <-deadline:
+			t.Fatalf("rings: %d first, %d again (want 5 and 3)", len(firsts), len(agains))
+		}
+	}
+	select {
+	case n := <-c.Notifications():
+		if time.Since(start) < 3500*time.Millisecond {
+			t.Fatalf("a fourth ring again within the window: %v", n.Meta)
+		}
+	case <-time.After(3500*time.Millisecond - time.Since(start)):
+	}
+	if len(firsts) != 5 || fmt.Sprint(agains) != fmt.Sprint(firsts[:3]) {
+		t.Fatalf("first rings %v, again %v: want the 3 oldest again", firsts, agains)
+	}
+}
+
+// A waiting call on one server process is woken by a todo pushed anywhere.
+func TestClaimWaitAcrossServers(t *testing.T) {
+	e := newEnv(t)
+	other := e.startServer()
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := other.connect(t, ep, &agentclientOptionsNoStream)
+	done := make(chan waitAnswer, 1)
+	go func() {
+		var w waitAnswer
+		if err := c.CallInto(ctxT(t), "claim_next", map[string]any{"wait_seconds": 5}, &w); err != nil {
+			t.Error(err)
+		}
+		done <- w
+	}()
+	other.waitingAt(t, 1)
+	id := e.push(ep, "inbox", "from elsewhere")
+	select {
+	case w := <-done:
+		if w.Todo == nil || w.Todo.ID != id {
+			t.Fatalf("answer %+v", w)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the waiting call on the other server was not woken")
+	}
+}
