@@ -18,8 +18,9 @@ import (
 )
 
 const (
-	againPerWindow = 3   // todos rung again per endpoint per ring_again_seconds
-	maxRings       = 256 // rings remembered per endpoint (the oldest are forgotten first)
+	againPerWindow = 3                      // todos rung again per endpoint per ring_again_seconds
+	maxRings       = 256                    // rings remembered per endpoint (the oldest are forgotten first)
+	againGap       = 200 * time.Millisecond // checks (a scan of the remembered rings) at most this often
 )
 
 // ring is one notification queued for a session.
@@ -169,7 +170,7 @@ func (b *Bell) checkAgain() {
 		}
 	}
 	if !next.IsZero() {
-		b.armAgainLocked(maxTime(next, now.Add(50*time.Millisecond)))
+		b.armAgainLocked(maxTime(next, now.Add(againGap)))
 	}
 }
 
