@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -124,16 +125,18 @@ func TestClaimWaitHoldsNoConnection(t *testing.T) {
 	if st := pool.Stat(); st.AcquiredConns() != 0 {
 		t.Fatalf("%d pool connections acquired by 40 waiting calls (pool of %d)", st.AcquiredConns(), st.MaxConns())
 	}
-	var worst time.Duration
-	for i := 0; i < 20; i++ {
+	var took []time.Duration
+	for i := 0; i < 21; i++ {
 		start := time.Now()
 		call[json.RawMessage](t, oc, "list_todos", nil)
-		worst = max(worst, time.Since(start))
+		took = append(took, time.Since(start))
 	}
-	t.Logf("list_todos on another endpoint: worst of 20 %v; pool %d/%d acquired", worst,
+	slices.Sort(took)
+	t.Logf("list_todos on another endpoint: median %v, worst %v of 21; pool %d/%d acquired", took[10], took[20],
 		pool.Stat().AcquiredConns(), pool.Stat().MaxConns())
-	if worst > 50*time.Millisecond {
-		t.Fatalf("list_todos took %v with 40 waiting calls, want < 50 ms", worst)
+	// The median: a machine shared with other work can stall any single call.
+	if took[10] > 50*time.Millisecond {
+		t.Fatalf("list_todos took %v (median) with 40 waiting calls, want < 50 ms", took[10])
 	}
 	// One todo: one of them gets it, the others keep waiting.
 	id := e.push(ep, "inbox", "one")
