@@ -90,6 +90,9 @@ BEGIN
         -- the doorbell and the reaper
         'switchboard.ready_todos(uuid, timestamptz, int)',
         'switchboard.oldest_pending(uuid, int)',
+        'switchboard.due_todos(uuid[], timestamptz, int)',
+        'switchboard.next_due(uuid[])',
+        'switchboard.claimable_todos(uuid[])',
         'switchboard.reap()'
     ]::regprocedure[] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
@@ -98,7 +101,7 @@ BEGIN
 END
 $runtime$;
 
--- Not function calls, granted narrowly: the doorbell reads its window (setting() reads the
+-- Not function calls, granted narrowly: the doorbell reads its settings (setting() reads the
 -- settings table as the caller, so the internal calls of the hot path stay cheap), and the
 -- metrics collector reads the queue depth.
 GRANT EXECUTE ON FUNCTION switchboard.setting(text) TO switchboard_runtime;
