@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -349,4 +350,27 @@ func TestClaimWaitProgress(t *testing.T) {
 	if len(got) == 0 || got[0].ProgressToken != "wait-1" || got[0].Total != 6 || got[0].Progress < 4 {
 		t.Fatalf("progress %+v", got)
 	}
+}
+
+// Closing the session (DELETE) ends its waiting call.
+func TestClaimWaitEndsWithItsSession(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c, err := agentclient.Connect(ctxT(t), e.url(ep), ep.Cred, &agentclientOptionsNoStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = c.Call(context.Background(), "claim_next", map[string]any{"wait_seconds": 30}) }()
+	e.waitingAt(t, 1)
+	start := time.Now()
+	// DELETE by hand: the go-sdk client's Close waits for its calls in flight first.
+	resp := rawRequest(t, http.MethodDelete, e.url(ep), ep.Cred, nil, map[string]string{"Mcp-Session-Id": c.Session.ID()})
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", resp.StatusCode)
+	}
+	e.waitingAt(t, 0)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the wait outlived its session by %v", d)
+	}
+	eventually(t, 2*time.Second, "the session to be gone", func() bool { return e.srv.MCP().SessionCount(ep.ID) == 0 })
 }
