@@ -117,7 +117,13 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	ctx := r.Context()
 	token := r.PathValue("token")
-	hook, fresh, f := rc.resolve(ctx, token, true)
+	var hook *webhook
+	fresh, f := false, (*refusal)(nil)
+	if plausibleToken(token) {
+		hook, fresh, f = rc.resolve(ctx, token, true)
+	} else {
+		f = &refusal{status: http.StatusNotFound, code: "not_found", message: "unknown webhook"}
+	}
 	if f != nil {
 		if f.status == http.StatusNotFound {
 			// Unknown: answer and close, reading nothing (a stranger's body is not worth a byte).
@@ -203,6 +209,21 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log.InfoContext(ctx, "ingest", "status", status, "event_id", res.EventID, "created", res.Created,
 		"duplicate", res.Duplicate, "disposition", res.Disposition, "sanitized", d.sanitized,
 		"duration_ms", time.Since(start).Milliseconds())
+}
+
+// plausibleToken: a token that could name a webhook; others (too long, not UTF-8, with a NUL
+// or control characters) are unknown without asking the database, which could not even hold
+// them as text.
+func plausibleToken(s string) bool {
+	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func tooLarge(limit int64) *refusal {
