@@ -63,7 +63,7 @@ func (b *Budget) Acquire(n int64) bool {
 // handBackAfter is how many released bytes make it worth returning memory to the OS once the
 // budget is idle: a burst of big deliveries leaves a heap of garbage that, with the server's
 // GOGC=400, would otherwise sit in RSS until the next forced collection (2 min).
-const handBackAfter = 32 << 20
+const handBackAfter = 8 << 20
 
 // Release returns n bytes reserved by Acquire.
 func (b *Budget) Release(n int64) {
@@ -76,6 +76,9 @@ func (b *Budget) Release(n int64) {
 		defer b.pending.Store(false)
 		if b.used.Load() == 0 {
 			b.since.Store(0)
+			// Twice: buffers parked in a sync.Pool (pgx keeps its large message buffers in
+			// one) survive the first collection as its victim cache and go in the second.
+			debug.FreeOSMemory()
 			debug.FreeOSMemory()
 		}
 	})

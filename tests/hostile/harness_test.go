@@ -123,7 +123,11 @@ func (p *proc) serve(dsn string, env ...string) {
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "SWITCHBOARD_ADDR="+addr, "SWITCHBOARD_REAPER_INTERVAL=0",
 		"SWITCHBOARD_TOOL_RATE=100000/s", "SWITCHBOARD_TOOL_BURST=100000",
 		"SWITCHBOARD_WEBHOOK_RATE=100000/s", "SWITCHBOARD_WEBHOOK_BURST=100000")
-	cmd.Env = append(cmd.Env, env...)
+	for _, e := range env {
+		if e != "" {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
 	p.logs = &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
@@ -462,3 +466,5 @@ func (p *proc) deliver(token string, body []byte, hdr http.Header) answer {
 	p.t.Helper()
 	return p.do("POST", "/webhooks/w/"+token, body, nil, hdr)
 }
+
+func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
