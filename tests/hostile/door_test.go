@@ -254,11 +254,10 @@ func TestUnknownTokenBodiesCostNoMemory(t *testing.T) {
 }
 
 // After a burst of 20 parallel 5 MiB deliveries (retried on 503 as a sender does), the
-// server's memory comes back down: the budget bounds the peak, and the garbage is handed back
-// once the budget is idle. (About 60 MB stays live afterwards, held outside the receiver; its
-// holder is still to be found, so the bound here is 80 MB over idle.)
+// server's memory comes back to idle: the budget bounds the peak, no connection keeps a copy
+// of a body, and the garbage is handed back once the budget is idle.
 func TestBurstMemoryReturns(t *testing.T) {
-	p := start(t, os.Getenv("HOSTILE_BURST_ENV"))
+	p := start(t)
 	ep := p.vend("ann")
 	gen := p.hook(ep, "generic")
 	p.deliver(gen.Token, []byte(`{}`), nil)
@@ -308,21 +307,25 @@ func TestBurstMemoryReturns(t *testing.T) {
 	if n := p.scalar(`SELECT count(*)::text FROM switchboard.todos`); n != "21" {
 		t.Fatalf("%s todos, want 21", n)
 	}
+	// RSS comes back within 20 MB of idle (polled for up to 60 s; HOSTILE_BURST_WAIT=60s
+	// samples once, after that long, for the figures in docs/security.md).
 	var after int64
-	waited := time.Duration(0)
-	for ; waited <= 60*time.Second; waited += time.Second {
-		time.Sleep(time.Second)
-		if after = p.rss(); after-idle < 80<<20 {
-			break
+	start := time.Now()
+	if d, err := time.ParseDuration(os.Getenv("HOSTILE_BURST_WAIT")); err == nil {
+		time.Sleep(d)
+		after = p.rss()
+	} else {
+		for after = p.rss(); after-idle >= 20<<20 && time.Since(start) < 60*time.Second; after = p.rss() {
+			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	t.Logf("burst 20 x 5 MiB: RSS idle %.1f MB, peak %.1f MB, %.1f MB after %s; %d answers 503 retried",
-		mb(idle), mb(peak), mb(after), waited+time.Second, refused)
+	t.Logf("burst 20 x 5 MiB: RSS idle %.1f MB, peak %.1f MB, %.1f MB %s later; %d answers 503 retried",
+		mb(idle), mb(peak), mb(after), time.Since(start).Round(100*time.Millisecond), refused)
 	if peak-idle > 400<<20 {
 		t.Errorf("peak RSS %.1f MB over idle", mb(peak-idle))
 	}
-	if after-idle >= 80<<20 {
-		t.Fatalf("RSS still %.1f MB above idle 60 s after the burst", mb(after-idle))
+	if after-idle >= 20<<20 {
+		t.Fatalf("RSS still %.1f MB above idle after the burst", mb(after-idle))
 	}
 }
 
