@@ -467,3 +467,46 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		t.Fatalf("healthz in the outage: %d", a.status)
 	}
 }
+
+// The read and write timeouts bound one request and its answer; an MCP GET stream is exempt
+// and still carries the doorbell after both have passed.
+func TestStreamOutlivesTimeouts(t *testing.T) {
+	p := start(t, "SWITCHBOARD_READ_TIMEOUT=1s", "SWITCHBOARD_WRITE_TIMEOUT=1s")
+	ep := p.vend("ann")
+	s := p.session(ep)
+	req, _ := http.NewRequest("GET", p.base+"/mcp/"+ep.Slug, nil)
+	req.Header.Set("Authorization", "Bearer "+ep.Cred)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	rang := make(chan struct{}, 1)
+	go func() {
+		sc := bufioReader(resp.Body)
+		for {
+			line, err := sc.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if strings.Contains(line, "notifications/claude/channel") {
+				rang <- struct{}{}
+				return
+			}
+		}
+	}()
+	time.Sleep(2500 * time.Millisecond) // past both timeouts
+	p.push(ep, "inbox", "after the timeouts")
+	select {
+	case <-rang:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no doorbell on a stream older than the read and write timeouts")
+	}
+	// Ordinary requests still work under the short timeouts.
+	if a := s.call("list_todos", `{}`); a.code != "ok" {
+		t.Fatalf("list_todos: %s", a.code)
+	}
+}
