@@ -262,6 +262,16 @@ func TestHostileTable(t *testing.T) {
 	}
 	rcv("github signed, delivery id 300 bytes", gh.Token, ok, signed(ok, strings.Repeat("g", 300)), 422, "invalid_delivery_id")
 	rcv("github unsigned, nested 1001 deep (401 before 422)", gh.Token, []byte(deep(1001)), js, 401, "unauthenticated")
+	chunked := func(path, hdr string, n int) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n" + hdr +
+			"\r\n" + fmt.Sprintf("%x\r\n", n) + strings.Repeat("a", n) + "\r\n0\r\n\r\n"
+	}
+	cases = append(cases, hostileCase{name: "receiver: generic, chunked body over 5 MiB", status: 413, codes: []string{"payload_too_large"},
+		send: func() answer { return p.raw(chunked("/webhooks/w/"+gen.Token, "", 5<<20+1)) }})
+	cases = append(cases, hostileCase{name: "mcp http: chunked body over 1 MiB", status: 413, codes: []string{"", "payload_too_large"},
+		send: func() answer {
+			return p.raw(chunked(mcpURL, "Authorization: Bearer "+ep.Cred+"\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: "+s.sid+"\r\n", 1<<20+1))
+		}})
 	cases = append(cases, hostileCase{name: "receiver: GET", status: 405, codes: []string{""},
 		send: func() answer { return p.do("GET", "/webhooks/w/"+gen.Token, nil, nil, nil) }})
 
