@@ -100,7 +100,7 @@ type proc struct {
 func start(t *testing.T, env ...string) *proc {
 	t.Helper()
 	dsn := testdb.New(t)
-	pool, err := store.Open(context.Background(), dsn, 4)
+	pool, err := store.OpenAdmin(context.Background(), dsn, 4) // fixtures and checksums read tables
 	if err != nil {
 		t.Fatal(err)
 	}
