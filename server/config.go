@@ -47,6 +47,14 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// LogLevel is the slog level (SWITCHBOARD_LOG_LEVEL: debug, info, warn, error).
 	LogLevel slog.Level
+	// BodyBudget bounds the webhook body bytes held at once across all deliveries
+	// (SWITCHBOARD_BODY_BUDGET_MB, in MiB, default 64). A delivery that does not fit gets 503
+	// with Retry-After.
+	BodyBudget int64
+	// ReadTimeout bounds reading one request, headers and body (SWITCHBOARD_READ_TIMEOUT,
+	// default 60s); WriteTimeout bounds writing its answer (SWITCHBOARD_WRITE_TIMEOUT, default
+	// 60s, above the 30 s tool timeout). MCP GET streams are exempt from both.
+	ReadTimeout, WriteTimeout time.Duration
 }
 
 // DefaultConfig is the configuration with every default applied.
@@ -60,6 +68,9 @@ func DefaultConfig() Config {
 		// timeout while bounding what one credential can hold open.
 		MaxSessionsPerEndpoint: 64,
 		ShutdownTimeout:        15 * time.Second,
+		BodyBudget:             64 << 20,
+		ReadTimeout:            time.Minute,
+		WriteTimeout:           time.Minute,
 	}
 	return c
 }
@@ -136,6 +147,25 @@ func ConfigFromEnv() (Config, error) {
 			bad("SWITCHBOARD_DB_MAX_CONNS", fmt.Errorf("want a whole number >= 1"))
 		}
 		c.DBMaxConns = int32(n)
+	}
+	if v := os.Getenv("SWITCHBOARD_BODY_BUDGET_MB"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 || n > 1<<16 {
+			bad("SWITCHBOARD_BODY_BUDGET_MB", fmt.Errorf("want a whole number of MiB, 1..65536"))
+		}
+		c.BodyBudget = n << 20
+	}
+	for _, t := range []struct {
+		key  string
+		into *time.Duration
+	}{{"SWITCHBOARD_READ_TIMEOUT", &c.ReadTimeout}, {"SWITCHBOARD_WRITE_TIMEOUT", &c.WriteTimeout}} {
+		if v := os.Getenv(t.key); v != "" {
+			d, err := parseInterval(v)
+			if err != nil || d < time.Second {
+				bad(t.key, fmt.Errorf("want a duration of at least 1s"))
+			}
+			*t.into = d
+		}
 	}
 	if v := os.Getenv("SWITCHBOARD_LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {

@@ -93,7 +93,13 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		family := routeFamily(r)
-		if !(family == "mcp" && r.Method == http.MethodGet) {
+		if family == "mcp" && r.Method == http.MethodGet {
+			// An MCP GET is a stream that lives as long as its session: the server's read and
+			// write timeouts, meant for one request and its answer, do not apply to it.
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(time.Time{})
+			_ = rc.SetWriteDeadline(time.Time{})
+		} else {
 			s.inflight.Add(1)
 			defer s.inflight.Add(-1)
 		}

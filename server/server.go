@@ -23,6 +23,7 @@ import (
 
 	"switchboard/server/doorbell"
 	"switchboard/server/ingest"
+	"switchboard/server/intake"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
 	"switchboard/server/rules"
@@ -65,6 +66,15 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = def.ShutdownTimeout
 	}
+	if cfg.BodyBudget <= 0 {
+		cfg.BodyBudget = def.BodyBudget
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = def.ReadTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = def.WriteTimeout
+	}
 	s := &Server{
 		cfg:     cfg,
 		baseURL: cfg.baseURL(cfg.Addr),
@@ -96,7 +106,8 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		MaxSessions: cfg.MaxSessionsPerEndpoint,
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
-	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, log, rules.NewCache(1024), s.metrics.Ingest))
+	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, log, rules.NewCache(1024), s.metrics.Ingest).
+		WithBudget(intake.NewBudget(cfg.BodyBudget)))
 	// What a client tries after a 401 when it was given no credential: the OAuth discovery
 	// documents (and their per-path forms, e.g. .../mcp/{slug}), then the default endpoints of
 	// MCP 2025-03-26 (Claude Code shows the answer to its POST /register).
@@ -164,6 +175,8 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.cfg.ReadTimeout,  // lifted for MCP GET streams (accessLog)
+		WriteTimeout:      s.cfg.WriteTimeout, // likewise
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"switchboard/server/safejson"
 )
 
 // switchboard todo push --endpoint ID|SLUG --queue Q --title T [--payload JSON] [--key K] → {"id", "created"}
@@ -30,10 +32,19 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 	}
 	var payloadArg, keyArg any // nil: SQL NULL
 	if *payload != "" {
-		if !json.Valid([]byte(*payload)) {
+		// The bounds every stored payload keeps (server/safejson): a strict client must be able
+		// to decode the todo; text jsonb cannot hold becomes U+FFFD, as in a delivery.
+		rep, err := safejson.Scan([]byte(*payload))
+		switch {
+		case err != nil:
+			return usagef("--payload: %v", err)
+		case !rep.JSON:
 			return usagef("--payload is not valid JSON")
+		case rep.Unstorable:
+			payloadArg = json.RawMessage(safejson.Sanitize([]byte(*payload)))
+		default:
+			payloadArg = json.RawMessage(*payload)
 		}
-		payloadArg = json.RawMessage(*payload)
 	}
 	if *key != "" {
 		keyArg = *key

@@ -6,12 +6,15 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -20,12 +23,42 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/server/ingest/provider"
+	"switchboard/server/intake"
 	"switchboard/server/rules"
+	"switchboard/server/safejson"
 	"switchboard/server/store"
 )
 
-// MaxBody is the largest delivery accepted; larger ones get 413 and nothing is stored.
+// MaxBody is the largest delivery accepted by default; larger ones get 413 and nothing is stored.
 const MaxBody = 5 << 20
+
+// bodyLimits are the per-source caps that differ from MaxBody (source type → bytes). The cap is
+// looked up from the resolved webhook before a byte of the body is read.
+var bodyLimits = map[string]int64{}
+
+// BodyLimit is the largest body accepted for a source type.
+func BodyLimit(source string) int64 {
+	if n, ok := bodyLimits[source]; ok {
+		return n
+	}
+	return MaxBody
+}
+
+// releaseAfter is the payload size above which the receiver makes its connection drop its copy
+// of the query arguments at once, with releaseSQL (see store).
+const releaseAfter = 256 << 10
+
+// releaseSQL is a query of n null int arguments.
+func releaseSQL(n int) string {
+	p := make([]string, n)
+	for i := range p {
+		p[i] = fmt.Sprintf("$%d::int", i+1)
+	}
+	return "SELECT " + strings.Join(p, ", ")
+}
+
+// MaxDeliveryID is the longest delivery id accepted (longer ones are refused with 422).
+const MaxDeliveryID = 256
 
 // Receiver serves the ingest URL. Mount it at "POST /webhooks/w/{token}".
 type Receiver struct {
@@ -33,13 +66,22 @@ type Receiver struct {
 	log     *slog.Logger
 	rules   *rules.Cache
 	hooks   hookCache
+	budget  *intake.Budget
 	now     func() time.Time
 	counter *prometheus.CounterVec
 }
 
-// New builds a receiver. counter (labels source, status) may be nil.
+// New builds a receiver with the default body budget (intake.DefaultBudget). counter (labels
+// source, status) may be nil.
 func New(pool *pgxpool.Pool, log *slog.Logger, cache *rules.Cache, counter *prometheus.CounterVec) *Receiver {
-	return &Receiver{pool: pool, log: log, rules: cache, now: time.Now, counter: counter}
+	return &Receiver{pool: pool, log: log, rules: cache, now: time.Now, counter: counter,
+		budget: intake.NewBudget(0)}
+}
+
+// WithBudget makes the receiver share a body budget (bytes in flight across deliveries).
+func (rc *Receiver) WithBudget(b *intake.Budget) *Receiver {
+	rc.budget = b
+	return rc
 }
 
 // webhook is the receiver's view of switchboard.webhook_by_token. The rule list stays raw JSON:
@@ -51,6 +93,9 @@ type webhook struct {
 	RulesVersion                                   int64
 }
 
+// ServeHTTP decides before it reads: the token is resolved (from the remembered webhooks or
+// with one SQL call) and the body's size checked against the webhook's cap and the server's
+// budget before a byte of the body is read. Then it verifies, checks, routes and stores.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	source, status := "unknown", http.StatusInternalServerError
@@ -68,46 +113,93 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fail := func(code int, kind, message string) {
 		reply(code, map[string]any{"error": map[string]string{"code": kind, "message": message}})
 	}
+	// refuse answers without reading the body, then lets the sender finish writing it.
+	refuse := func(f *refusal) {
+		if f.retry {
+			intake.RetryAfter(w, time.Second)
+		}
+		intake.Refuse(w, r.Body, func() { fail(f.status, f.code, f.message) })
+	}
+	logRefusal := func(log *slog.Logger, f *refusal) {
+		switch {
+		case f.err != nil:
+			log.ErrorContext(r.Context(), f.reason, "err", f.err)
+		case f.reason != "":
+			log.Log(r.Context(), f.level, "ingest refused", "status", status, "reason", f.reason)
+		}
+	}
 
-	if r.ContentLength > MaxBody {
-		fail(http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds 5 MiB")
+	ctx := r.Context()
+	token := r.PathValue("token")
+	var hook *webhook
+	fresh, f := false, (*refusal)(nil)
+	if plausibleToken(token) {
+		hook, fresh, f = rc.resolve(ctx, token, true)
+	} else {
+		f = &refusal{status: http.StatusNotFound, code: "not_found", message: "unknown webhook"}
+	}
+	if f != nil {
+		if f.status == http.StatusNotFound {
+			// Unknown: answer and close, reading nothing (a stranger's body is not worth a byte).
+			w.Header().Set("Connection", "close")
+			fail(f.status, f.code, f.message)
+		} else {
+			refuse(f)
+		}
+		logRefusal(rc.log, f)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	source = hook.Source
+	log := rc.log.With("webhook_id", hook.ID, "source", hook.Source)
+
+	limit := BodyLimit(hook.Source)
+	if r.ContentLength > limit {
+		refuse(tooLarge(limit))
+		return
+	}
+	reserve := r.ContentLength
+	if reserve < 0 { // chunked: the cap is the most it can hold
+		reserve = limit
+	}
+	if !rc.budget.Acquire(reserve) {
+		f := &refusal{status: http.StatusServiceUnavailable, code: "unavailable", retry: true,
+			message: "too many deliveries in flight; retry", reason: "body budget full", level: slog.LevelWarn}
+		refuse(f)
+		logRefusal(log, f)
+		return
+	}
+	defer rc.budget.Release(reserve)
+	body, err := readBody(r.Body, r.ContentLength, limit)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			fail(http.StatusRequestEntityTooLarge, "payload_too_large", "body exceeds 5 MiB")
+		if errors.Is(err, errTooLarge) {
+			refuse(tooLarge(limit))
 			return
 		}
 		fail(http.StatusBadRequest, "invalid_argument", "could not read body")
 		return
 	}
 
-	ctx := r.Context()
-	d := &delivery{token: r.PathValue("token"), header: r.Header, headers: provider.SanitizeHeaders(r.Header),
+	d := &delivery{token: token, header: r.Header, headers: provider.SanitizeHeaders(r.Header),
 		contentType: r.Header.Get("Content-Type"), body: body}
 	// A view of the webhook from the cache is checked by ingest_if_current; when it is out of
 	// date (or a signature fails against it) the webhook is read again once, so every answer is
 	// the one a fresh read gives.
-	a := rc.attempt(ctx, d, true)
+	a := rc.attempt(ctx, d, hook, fresh)
 	if a.stale {
-		rc.hooks.forget(d.token)
-		a = rc.attempt(ctx, d, false)
-	}
-	log := rc.log
-	if a.hook != nil {
-		source = a.hook.Source
-		log = rc.log.With("webhook_id", a.hook.ID, "source", a.hook.Source)
+		rc.hooks.forget(token)
+		hook, _, f = rc.resolve(ctx, token, false)
+		if f != nil {
+			a = outcome{refused: f}
+		} else {
+			a = rc.attempt(ctx, d, hook, true)
+		}
 	}
 	if f := a.refused; f != nil {
-		fail(f.status, f.code, f.message)
-		switch {
-		case f.err != nil:
-			log.ErrorContext(ctx, f.reason, "err", f.err)
-		case f.reason != "":
-			log.Log(ctx, f.level, "ingest refused", "status", status, "reason", f.reason)
+		if f.retry {
+			intake.RetryAfter(w, time.Second)
 		}
+		fail(f.status, f.code, f.message)
+		logRefusal(log, f)
 		return
 	}
 	res, verdict := a.res, a.verdict
@@ -121,12 +213,61 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "faulted":
 		out["faulted"] = true
 	}
+	if d.sanitized {
+		out["sanitized"] = true
+	}
 	if len(res.Todos) > 0 {
 		out["id"], out["queue"] = res.Todos[0].ID, res.Todos[0].Queue
 	}
 	reply(http.StatusAccepted, out)
 	log.InfoContext(ctx, "ingest", "status", status, "event_id", res.EventID, "created", res.Created,
-		"duplicate", res.Duplicate, "disposition", res.Disposition, "duration_ms", time.Since(start).Milliseconds())
+		"duplicate", res.Duplicate, "disposition", res.Disposition, "sanitized", d.sanitized,
+		"duration_ms", time.Since(start).Milliseconds())
+}
+
+// plausibleToken: a token that could name a webhook; others (too long, not UTF-8, with a NUL
+// or control characters) are unknown without asking the database, which could not even hold
+// them as text.
+func plausibleToken(s string) bool {
+	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func tooLarge(limit int64) *refusal {
+	return &refusal{status: http.StatusRequestEntityTooLarge, code: "payload_too_large",
+		message: fmt.Sprintf("body exceeds %d MiB", limit>>20)}
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBody reads a body of a known length into one buffer of exactly that size (no doubling
+// as io.ReadAll does), or a chunked one up to limit.
+func readBody(body io.Reader, length, limit int64) ([]byte, error) {
+	if length == 0 || body == nil || body == http.NoBody {
+		return nil, nil
+	}
+	if length > 0 {
+		buf := make([]byte, length)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(io.LimitReader(body, limit+1)); err != nil {
+		return nil, err
+	}
+	if int64(b.Len()) > limit {
+		return nil, errTooLarge
+	}
+	return b.Bytes(), nil
 }
 
 // delivery is one request as the receiver read it.
@@ -135,6 +276,29 @@ type delivery struct {
 	header             http.Header
 	headers            map[string]string // sanitized, as stored
 	body               []byte
+
+	// Set by check, once: the payload as stored and whether text was replaced in it.
+	checked   bool
+	checkErr  error
+	payload   []byte
+	sanitized bool
+}
+
+// check decides whether an authentic body may be stored, and how (see storedPayload): JSON
+// nested beyond 64 levels or holding a number a binary64 cannot is refused, since a strict
+// client could never decode the todo; text jsonb cannot hold is replaced by U+FFFD.
+func (d *delivery) check() error {
+	if d.checked {
+		return d.checkErr
+	}
+	d.checked = true
+	rep, err := safejson.Scan(d.body)
+	if err != nil {
+		d.checkErr = err
+		return err
+	}
+	d.payload, d.sanitized = storedPayload(d.body, rep)
+	return nil
 }
 
 // refusal is an answer other than 202: status, error code and message for the sender, and what
@@ -142,6 +306,7 @@ type delivery struct {
 type refusal struct {
 	status        int
 	code, message string
+	retry         bool // a 503 worth retrying soon: send Retry-After
 	reason        string
 	level         slog.Level
 	err           error
@@ -157,26 +322,32 @@ type outcome struct {
 	stale   bool
 }
 
-// attempt verifies, routes and stores a delivery against one view of its webhook: the cached
-// one when cached is set and there is one, else a fresh read. Only a cached view can be stale.
-func (rc *Receiver) attempt(ctx context.Context, d *delivery, cached bool) outcome {
-	var hook *webhook
+// resolve finds the webhook of a token: the remembered view when cached is set and there is
+// one (fresh false), else one SQL call (fresh true).
+func (rc *Receiver) resolve(ctx context.Context, token string, cached bool) (*webhook, bool, *refusal) {
 	if cached {
-		hook = rc.hooks.get(d.token, rc.now())
-	}
-	fresh := hook == nil
-	if fresh {
-		h, err := rc.lookup(ctx, d.token)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return outcome{refused: &refusal{status: http.StatusNotFound, code: "not_found", message: "unknown webhook"}}
+		if hook := rc.hooks.get(token, rc.now()); hook != nil {
+			return hook, false, nil
 		}
-		if err != nil {
-			return outcome{refused: &refusal{status: http.StatusInternalServerError, code: "internal",
-				message: "internal error", reason: "ingest lookup", err: err}}
-		}
-		hook = h
-		rc.hooks.put(d.token, hook, rc.now())
 	}
+	h, err := rc.lookup(ctx, token)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, true, &refusal{status: http.StatusNotFound, code: "not_found", message: "unknown webhook"}
+	case err != nil && store.Unavailable(err):
+		return nil, true, &refusal{status: http.StatusServiceUnavailable, code: "unavailable", retry: true,
+			message: "database unavailable; retry", reason: "ingest lookup: database unavailable", level: slog.LevelWarn}
+	case err != nil:
+		return nil, true, &refusal{status: http.StatusInternalServerError, code: "internal",
+			message: "internal error", reason: "ingest lookup", err: err}
+	}
+	rc.hooks.put(token, h, rc.now())
+	return h, true, nil
+}
+
+// attempt verifies, checks, routes and stores a delivery against one view of its webhook
+// (fresh: just read from the database). Only a cached view can be stale.
+func (rc *Receiver) attempt(ctx context.Context, d *delivery, hook *webhook, fresh bool) outcome {
 	o := outcome{hook: hook}
 
 	var secret []byte
@@ -199,6 +370,18 @@ func (rc *Receiver) attempt(ctx context.Context, d *delivery, cached bool) outco
 		return o
 	}
 
+	if o.verdict.BadDeliveryID {
+		o.refused = &refusal{status: http.StatusUnprocessableEntity, code: "invalid_delivery_id",
+			message: fmt.Sprintf("delivery id is over %d bytes, not UTF-8, or holds control characters", MaxDeliveryID),
+			reason:  "delivery id", level: slog.LevelInfo}
+		return o
+	}
+	if err := d.check(); err != nil {
+		o.refused = &refusal{status: http.StatusUnprocessableEntity, code: "invalid_payload", message: err.Error(),
+			reason: "payload: " + err.Error(), level: slog.LevelInfo}
+		return o
+	}
+
 	decision := rc.route(ctx, hook, o.verdict, d.headers, d.contentType, d.body)
 	disposition := "delivered"
 	switch {
@@ -207,7 +390,7 @@ func (rc *Receiver) attempt(ctx context.Context, d *delivery, cached bool) outco
 	case decision.Drop:
 		disposition = "dropped"
 	}
-	o.res, err = rc.store(ctx, d.token, hook, o.verdict, d.headers, d.contentType, d.body, disposition, decision)
+	o.res, err = rc.store(ctx, d, hook, o.verdict, disposition, decision)
 	code := ""
 	if err != nil {
 		code = store.Classify(err).Code // the one SQLSTATE -> code map
@@ -225,6 +408,9 @@ func (rc *Receiver) attempt(ctx context.Context, d *delivery, cached bool) outco
 	case code == store.CodeNoTargets:
 		o.refused = &refusal{status: http.StatusServiceUnavailable, code: "unavailable",
 			message: "webhook has no live delivery target", reason: "no targets", level: slog.LevelWarn}
+	case err != nil && store.Unavailable(err):
+		o.refused = &refusal{status: http.StatusServiceUnavailable, code: "unavailable", retry: true,
+			message: "database unavailable; retry", reason: "ingest store: database unavailable", level: slog.LevelWarn}
 	case err != nil:
 		o.refused = &refusal{status: http.StatusInternalServerError, code: "internal",
 			message: "internal error", reason: "ingest store", err: err}
@@ -301,26 +487,43 @@ type ingestResult struct {
 	} `json:"todos"`
 }
 
-func (rc *Receiver) store(ctx context.Context, token string, hook *webhook, v provider.Verdict, headers map[string]string,
-	contentType string, body []byte, disposition string, d rules.Decision) (*ingestResult, error) {
-	headersJSON, err := json.Marshal(headers)
+func (rc *Receiver) store(ctx context.Context, d *delivery, hook *webhook, v provider.Verdict,
+	disposition string, dec rules.Decision) (*ingestResult, error) {
+	headersJSON, err := json.Marshal(d.headers)
 	if err != nil {
 		return nil, err
 	}
-	traceJSON, err := json.Marshal(d.Trace)
+	// The routing trace, stored with the event and its todos, also says when text was replaced.
+	traceJSON, err := json.Marshal(struct {
+		rules.Trace
+		Sanitized bool `json:"sanitized,omitempty"`
+	}{dec.Trace, d.sanitized})
 	if err != nil {
 		return nil, err
 	}
 	var queue *string
-	if d.Queue != "" {
-		queue = &d.Queue
+	if dec.Queue != "" {
+		queue = &dec.Queue
 	}
+	conn, err := rc.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
 	var raw []byte
-	err = rc.pool.QueryRow(ctx,
+	args := []any{hook.ID, provider.IdempotencyKey(hook.ID, v, d.body), nullable(v.EventType), v.Verified,
+		v.VerifyDetail, nullable(d.contentType), len(d.body), d.payload, headersJSON, v.Title, disposition, traceJSON,
+		queue, dec.Endpoints, d.token, hook.RulesVersion}
+	err = conn.QueryRow(ctx,
 		`SELECT switchboard.ingest_if_current($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		hook.ID, provider.IdempotencyKey(hook.ID, v, body), nullable(v.EventType), v.Verified, v.VerifyDetail,
-		nullable(contentType), len(body), storedPayload(body), headersJSON, v.Title, disposition, traceJSON,
-		queue, d.Endpoints, token, hook.RulesVersion).Scan(&raw)
+		args...).Scan(&raw)
+	if len(d.payload) > releaseAfter {
+		// pgx keeps a query's encoded arguments (slices of one buffer, as large as the body)
+		// on its connection until its next query overwrites them, so each pooled connection
+		// would hold on to the last large body it sent: 60 MB live after a burst of 5 MiB
+		// deliveries. A query with as many (null) arguments overwrites them all.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), releaseSQL(len(args)), make([]any, len(args))...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -331,18 +534,23 @@ func (rc *Receiver) store(ctx context.Context, token string, hook *webhook, v pr
 	return &res, nil
 }
 
-// storedPayload keeps the body as JSON: parsed when it is JSON, else as a JSON string of its text
-// (form-encoded Slack commands, plain text), so nothing a producer sent is lost. Binary bodies
-// that are not UTF-8 are stored as null; their size and hash (the delivery key) remain.
-func storedPayload(body []byte) []byte {
-	if json.Valid(body) {
-		return body
+// storedPayload is the body as stored: the JSON itself; else a JSON string of its text
+// (form-encoded Slack commands, plain text), so nothing a producer sent is lost; binary bodies
+// that are not UTF-8 are stored as null (their size and hash, the delivery key, remain). Text
+// jsonb cannot hold (NUL, unpaired surrogates, bytes that are not UTF-8 inside JSON strings) is
+// replaced by U+FFFD, and sanitized says so. The signature was verified over the raw bytes.
+func storedPayload(body []byte, rep safejson.Report) (payload []byte, sanitized bool) {
+	switch {
+	case rep.JSON && rep.Unstorable:
+		return safejson.Sanitize(body), true
+	case rep.JSON:
+		return body, false
+	case utf8.Valid(body):
+		text, changed := safejson.SanitizeText(string(body))
+		b, _ := json.Marshal(text)
+		return b, changed
 	}
-	if utf8.Valid(body) {
-		b, _ := json.Marshal(string(body))
-		return b
-	}
-	return nil
+	return nil, false
 }
 
 func nullable(s string) *string {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"switchboard/server/doorbell"
+	"switchboard/server/intake"
 	"switchboard/server/metrics"
 	"switchboard/server/store"
 )
@@ -193,7 +194,11 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength > MaxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds 1 MiB")
+		// Answered at once from Content-Length; the client may still be writing, so the rest
+		// is read and dropped (briefly) before the connection closes.
+		intake.Refuse(w, r.Body, func() {
+			writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds 1 MiB")
+		})
 		return
 	}
 	hash, ok := bearer(r)
@@ -294,6 +299,13 @@ func (h *Handler) trustedSession(r *http.Request, hash []byte) (store.Endpoint, 
 // authenticate resolves a credential hash with one SQL call.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []byte) (store.Endpoint, bool) {
 	ep, ok, err := h.o.Store.ResolveCredential(r.Context(), hash)
+	if err != nil && store.Unavailable(err) {
+		// An outage, not a bug: the client should come back shortly.
+		h.log.Warn("credential lookup failed: database unavailable", "err", err)
+		intake.RetryAfter(w, time.Second)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "database unavailable; retry")
+		return store.Endpoint{}, false
+	}
 	if err != nil {
 		h.log.Error("credential lookup failed", "err", store.Classify(err).Unwrap())
 		writeError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")

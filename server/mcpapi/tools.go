@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"switchboard/server/doorbell"
+	"switchboard/server/safejson"
 	"switchboard/server/store"
 )
 
@@ -142,6 +143,17 @@ func (t *compiledTool) validate(raw json.RawMessage) (json.RawMessage, *store.Er
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = json.RawMessage(`{}`)
 	}
+	// The same bounds as at the webhook door, so that nothing stored can poison a reader: the
+	// arguments object is one level, its values may nest 64 more.
+	rep, err := safejson.ScanDepth(raw, safejson.MaxDepth+1)
+	if err != nil {
+		return nil, store.Errorf(store.CodeInvalidArgument, "%s", err.Error())
+	}
+	if rep.Unstorable {
+		if raw, err = t.sanitize(raw); err != nil {
+			return nil, store.Classify(err)
+		}
+	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, store.Errorf(store.CodeInvalidArgument, "arguments must be a JSON object")
@@ -174,6 +186,36 @@ func (t *compiledTool) validate(raw json.RawMessage) (json.RawMessage, *store.Er
 		}
 	}
 	return nil, store.Errorf(store.CodeInvalidArgument, "arguments do not match the input schema")
+}
+
+// sanitize applies the storage rule for text PostgreSQL cannot hold (NUL, unpaired surrogates,
+// bytes that are not UTF-8): in a free-form JSON value (a result, a payload, params) it is
+// replaced by U+FFFD, as in a delivery; anywhere else (ids, queues, filters, expressions) it
+// cannot be what the caller meant, and is invalid_argument.
+func (t *compiledTool) sanitize(raw json.RawMessage) (json.RawMessage, error) {
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
+		return nil, store.Errorf(store.CodeInvalidArgument, "arguments must be a JSON object")
+	}
+	out := make(map[string]json.RawMessage, len(args))
+	for k, v := range args {
+		rep, _ := safejson.Scan(v)
+		if !rep.Unstorable {
+			out[k] = v
+			continue
+		}
+		if p := t.Input.Properties[k]; p == nil || !isAnyJSON(p) {
+			return nil, store.Errorf(store.CodeInvalidArgument,
+				"argument %q holds a NUL, an unpaired surrogate or bytes that are not UTF-8", printable(k))
+		}
+		out[k] = safejson.Sanitize(v)
+	}
+	return json.Marshal(out)
+}
+
+// isAnyJSON: the schema is AnyJSON's, a free-form value.
+func isAnyJSON(s *jsonschema.Schema) bool {
+	return s.Type == "" && len(s.AnyOf) == 6 && s.AnyOf[0].Type == "object" && s.AnyOf[5].Type == "null"
 }
 
 // printable shortens a caller-supplied name for a message: at most 64 bytes, no control

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 )
 
 // Wire codes of contract §4.3. A tool failure is reported as "<code>: <message>".
@@ -105,4 +109,22 @@ func SQLStates() map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// Unavailable reports whether err is an outage rather than a bug: the database could not be
+// reached, the connection broke, or the server ended the session or refused one (SQLSTATE
+// classes 08 and 53, 57P01-57P03). Callers answer it 503 with Retry-After.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		c := pgErr.Code
+		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || strings.HasPrefix(c, "57P0")
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, puddle.ErrClosedPool)
 }

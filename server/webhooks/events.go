@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strconv"
 )
 
@@ -39,6 +40,10 @@ type GetEventIn struct {
 
 func (s *Service) ListEvents(ctx context.Context, endpoint string, in ListEventsIn) (ListEventsOut, error) {
 	var out ListEventsOut
+	if in.Limit != nil { // the SQL takes an int and clamps it to 1..200; keep it inside an int
+		l := min(max(*in.Limit, math.MinInt32), math.MaxInt32)
+		in.Limit = &l
+	}
 	err := s.call(ctx, &out, `SELECT switchboard.events_list($1, $2, $3, $4)`, endpoint, in.WebhookID, in.Limit, in.BeforeID)
 	return out, err
 }

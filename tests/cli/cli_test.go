@@ -408,6 +408,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 		"unknown flag":          append(slices.Clone(vend), "--queues", "q", "--colour", "blue"),
 		"stray argument":        {"human", "add", "bob", "extra"},
 		"bad JSON payload":      {"todo", "push", "--endpoint", slug, "--queue", "q", "--title", "t", "--payload", "{nope}"},
+		"payload 65 deep":       {"todo", "push", "--endpoint", slug, "--queue", "q", "--title", "t", "--payload", strings.Repeat("[", 65) + strings.Repeat("]", 65)},
+		"payload 1e400":         {"todo", "push", "--endpoint", slug, "--queue", "q", "--title", "t", "--payload", `{"n":1e400}`},
 		"bad todo queue name":   {"todo", "push", "--endpoint", slug, "--queue", "-q", "--title", "t"},
 		"unknown setting":       {"settings", "set", "nope", "3"},
 		"negative setting":      {"settings", "set", "max_attempts", "-3"},

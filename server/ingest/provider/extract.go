@@ -9,7 +9,7 @@ import (
 )
 
 // Size limits for extracted text. Delivery ids become part of an indexed idempotency key, so an
-// oversized one is not an id at all (the body hash is used instead); titles are for humans.
+// oversized one is refused (Verdict.BadDeliveryID); titles are for humans.
 const (
 	maxDeliveryID = 256
 	maxEventType  = 256
@@ -64,18 +64,23 @@ func (o object) integer(key string) string {
 	return raw
 }
 
-// usableID keeps a delivery id only if it can serve in an idempotency key: non-empty, at most
-// 256 bytes, valid UTF-8 and free of control characters. Otherwise "" (use the body hash).
-func usableID(s string) string {
-	if s == "" || len(s) > maxDeliveryID || !utf8.ValidString(s) {
-		return ""
+// usableID keeps a delivery id only if it can serve in an idempotency key: at most 256 bytes,
+// valid UTF-8 and free of control characters. An empty one is no id ("": use the body hash);
+// one that is present but unusable is bad, and the receiver refuses the delivery (422) rather
+// than fall back to the body hash, which would merge two deliveries that share a body.
+func usableID(s string) (id string, bad bool) {
+	if s == "" {
+		return "", false
+	}
+	if len(s) > maxDeliveryID || !utf8.ValidString(s) {
+		return "", true
 	}
 	for _, r := range s {
 		if unicode.IsControl(r) {
-			return ""
+			return "", true
 		}
 	}
-	return s
+	return s, false
 }
 
 // clean makes text safe to store and show on one line: valid UTF-8, every control character

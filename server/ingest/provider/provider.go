@@ -45,8 +45,11 @@ type Verdict struct {
 	Verified     bool   // true only after a successful HMAC check
 	VerifyDetail string // e.g. "hmac-sha256 ok"; on failure, a short reason fit for logs (never a secret)
 	DeliveryID   string // provider delivery id; "" means: use sha256(body)
-	EventType    string
-	Title        string // human-legible todo title, ≤ 200 bytes, one line
+	// BadDeliveryID: the delivery named an id that cannot serve as one (over 256 bytes, not
+	// UTF-8, control characters); the receiver refuses it rather than use the body hash.
+	BadDeliveryID bool
+	EventType     string
+	Title         string // human-legible todo title, ≤ 200 bytes, one line
 }
 
 var (

@@ -92,12 +92,14 @@ func verifyForge(source string, secret []byte, r Request, sigHeader, prefix, idH
 		return Verdict{}, errMismatch
 	}
 	event := cleanEvent(r.Header.Get(eventHeader))
+	id, bad := usableID(r.Header.Get(idHeader))
 	return Verdict{
-		Verified:     true,
-		VerifyDetail: "hmac-sha256 ok",
-		DeliveryID:   usableID(r.Header.Get(idHeader)),
-		EventType:    event,
-		Title:        forgeTitle(source, event, r.Body),
+		Verified:      true,
+		VerifyDetail:  "hmac-sha256 ok",
+		DeliveryID:    id,
+		BadDeliveryID: bad,
+		EventType:     event,
+		Title:         forgeTitle(source, event, r.Body),
 	}, nil
 }
 
@@ -156,12 +158,14 @@ func verifyStripe(secret []byte, r Request) (Verdict, error) {
 	id, _ := body.str("id")
 	typ, _ := body.str("type")
 	typ = cleanEvent(typ)
+	id, bad := usableID(id)
 	return Verdict{
-		Verified:     true,
-		VerifyDetail: "stripe v1 hmac-sha256 ok",
-		DeliveryID:   usableID(id),
-		EventType:    typ,
-		Title:        join("stripe", typ),
+		Verified:      true,
+		VerifyDetail:  "stripe v1 hmac-sha256 ok",
+		DeliveryID:    id,
+		BadDeliveryID: bad,
+		EventType:     typ,
+		Title:         join("stripe", typ),
 	}, nil
 }
 
@@ -244,26 +248,31 @@ func verifyCairn(secret []byte, r Request) (Verdict, error) {
 	}
 	kind, _ := body.str("kind")
 	kind = cleanEvent(kind)
+	id, bad := usableID(eventID)
 	return Verdict{
-		Verified:     true,
-		VerifyDetail: "cairn hmac-sha256 ok",
-		DeliveryID:   usableID(eventID),
-		EventType:    kind,
-		Title:        cairnTitle(kind, body),
+		Verified:      true,
+		VerifyDetail:  "cairn hmac-sha256 ok",
+		DeliveryID:    id,
+		BadDeliveryID: bad,
+		EventType:     kind,
+		Title:         cairnTitle(kind, body),
 	}, nil
 }
 
 // verifyGeneric checks nothing: the ingest token in the URL already authenticated the caller.
 func verifyGeneric(r Request) Verdict {
-	id := usableID(r.Header.Get("X-Delivery-Id"))
+	id, bad := usableID(r.Header.Get("X-Delivery-Id"))
 	if id == "" {
-		id = usableID(r.Header.Get("Webhook-Id")) // Standard Webhooks' name for the same thing
+		var bad2 bool
+		id, bad2 = usableID(r.Header.Get("Webhook-Id")) // Standard Webhooks' name for the same thing
+		bad = id == "" && (bad || bad2)
 	}
 	event := cleanEvent(r.Header.Get("X-Event-Type"))
 	return Verdict{
-		VerifyDetail: "ingest token",
-		DeliveryID:   id,
-		EventType:    event,
-		Title:        generic(event),
+		VerifyDetail:  "ingest token",
+		DeliveryID:    id,
+		BadDeliveryID: bad,
+		EventType:     event,
+		Title:         generic(event),
 	}
 }
