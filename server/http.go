@@ -9,66 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"switchboard/server/mcpapi"
+	"switchboard/server/httpx"
 )
-
-// securityHeaders are set on every response of the server (contract §4.1).
-var securityHeaders = [][2]string{
-	{"Content-Security-Policy", "default-src 'none'"},
-	{"X-Frame-Options", "DENY"},
-	{"X-Content-Type-Options", "nosniff"},
-	{"Referrer-Policy", "strict-origin-when-cross-origin"},
-	{"Cache-Control", "no-store"},
-}
-
-func setSecurityHeaders(h http.Header) {
-	for _, kv := range securityHeaders {
-		h.Set(kv[0], kv[1])
-	}
-}
-
-// secureHeaders sets the security headers before the handler runs and again at the moment the
-// response header is written, so a handler that overwrites one (the go-sdk sets
-// Cache-Control: no-cache on streams) cannot send it.
-func secureHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		setSecurityHeaders(w.Header())
-		next.ServeHTTP(&headerWriter{ResponseWriter: w}, r)
-	})
-}
-
-// headerWriter enforces the security headers at WriteHeader time; it keeps http.Flusher (SSE)
-// and Unwrap (http.ResponseController).
-type headerWriter struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (w *headerWriter) WriteHeader(code int) {
-	if !w.wrote && code >= 200 {
-		w.wrote = true
-		setSecurityHeaders(w.Header())
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *headerWriter) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *headerWriter) Flush() {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *headerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // routeFamily names a request's route for metrics and logs. Paths themselves are not logged
 // outside /mcp: an ingest URL carries a credential.
@@ -103,7 +45,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			s.inflight.Add(1)
 			defer s.inflight.Add(-1)
 		}
-		sw := &mcpapi.StatusWriter{ResponseWriter: w}
+		sw := &httpx.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		status := sw.Status
 		if status == 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server/doorbell"
+	"switchboard/server/httpx"
 	"switchboard/server/ingest"
 	"switchboard/server/intake"
 	"switchboard/server/mcpapi"
@@ -122,7 +123,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", s.metricsHandler())
-	s.handler = secureHeaders(s.accessLog(s.mux))
+	s.handler = httpx.SecureHeaders(s.accessLog(s.mux))
 	return s, nil
 }
 

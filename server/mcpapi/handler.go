@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"switchboard/server/doorbell"
+	"switchboard/server/httpx"
 	"switchboard/server/intake"
 	"switchboard/server/metrics"
 	"switchboard/server/store"
@@ -141,43 +142,14 @@ func (l *requestLog) set(verb, code string) {
 	l.mu.Unlock()
 }
 
-// StatusWriter records the final status of a response for request logs and metrics, keeping
-// http.Flusher (streams) and Unwrap (http.ResponseController) working.
-type StatusWriter struct {
-	http.ResponseWriter
-	Status int // 0 until the first final status or write
-}
-
-func (w *StatusWriter) WriteHeader(code int) {
-	if w.Status == 0 && code >= 200 {
-		w.Status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *StatusWriter) Write(b []byte) (int, error) {
-	if w.Status == 0 {
-		w.Status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *StatusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // ServeHTTP authenticates, bounds the body and dispatches to the endpoint's sessions.
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &requestLog{ctx: r.Context()}
-	w := &StatusWriter{ResponseWriter: rw}
+	w := &httpx.StatusWriter{ResponseWriter: rw}
 	defer func() {
 		rec.mu.Lock()
-		attrs := []any{"method", r.Method, "path", "/mcp/" + r.PathValue("slug"), "status", w.Status,
+		attrs := []any{"method", r.Method, "path", "/mcp/" + printable(r.PathValue("slug")), "status", w.Status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000}
 		if rec.endpoint != "" {
 			attrs = append(attrs, "endpoint_id", rec.endpoint)
