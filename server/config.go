@@ -29,6 +29,9 @@ type Config struct {
 	// ReaperInterval is how often switchboard.reap() runs (SWITCHBOARD_REAPER_INTERVAL,
 	// default 30s, 0 = off). A Go duration, or a number of seconds.
 	ReaperInterval time.Duration
+	// PurgeInterval is how often retention (switchboard.purge) and the end of credential
+	// rotation graces run (SWITCHBOARD_PURGE_INTERVAL, default 1m, 0 = off: pg_cron's job).
+	PurgeInterval time.Duration
 	// Limits are the per-endpoint token buckets (SWITCHBOARD_TOOL_RATE / _BURST,
 	// SWITCHBOARD_WEBHOOK_RATE / _BURST, SWITCHBOARD_INIT_RATE / _BURST for initialize;
 	// rates as N/s or N/m).
@@ -62,6 +65,7 @@ func DefaultConfig() Config {
 	c := Config{
 		Addr:           "127.0.0.1:8080",
 		ReaperInterval: 30 * time.Second,
+		PurgeInterval:  time.Minute,
 		Limits:         mcpapi.DefaultLimits(),
 		SessionIdle:    time.Hour,
 		// A client opens one or two sessions; 64 leaves room for many restarts within the idle
@@ -91,6 +95,13 @@ func ConfigFromEnv() (Config, error) {
 			bad("SWITCHBOARD_REAPER_INTERVAL", err)
 		}
 		c.ReaperInterval = d
+	}
+	if v := os.Getenv("SWITCHBOARD_PURGE_INTERVAL"); v != "" {
+		d, err := parseInterval(v)
+		if err != nil {
+			bad("SWITCHBOARD_PURGE_INTERVAL", err)
+		}
+		c.PurgeInterval = d
 	}
 	if v := os.Getenv("SWITCHBOARD_SESSION_IDLE"); v != "" {
 		d, err := parseInterval(v)

@@ -9,54 +9,99 @@ import (
 	"switchboard/server/store"
 )
 
-// reaper calls switchboard.reap() on an interval. Claims take over expired leases and due
-// retries by themselves, so nothing depends on its cadence; it keeps the queue tidy for
-// readers. Running it beside pg_cron or another server is safe (SKIP LOCKED in SQL).
+// reaper is the server's maintenance loop. Every interval it calls switchboard.reap(); every
+// purgeInterval it ends expired credential graces (switchboard.expire_credentials) and runs
+// retention (switchboard.purge, batch after batch, each its own transaction). Claims take over
+// expired leases and due retries by themselves, so nothing depends on its cadence. Running it
+// beside pg_cron or another server is safe (advisory lock and SKIP LOCKED in SQL).
 type reaper struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// startReaper runs the loop; interval <= 0 disables it. stop ends it and waits.
-func startReaper(st *store.Store, interval time.Duration, log *slog.Logger, m *metrics.Metrics) *reaper {
+// purgeBudget bounds one purge run; what is left waits for the next run.
+const purgeBudget = 20 * time.Second
+
+// startReaper runs the loop; an interval <= 0 disables that part. stop ends it and waits.
+func startReaper(st *store.Store, interval, purgeInterval time.Duration, log *slog.Logger, m *metrics.Metrics) *reaper {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &reaper{cancel: cancel, done: make(chan struct{})}
-	if interval <= 0 {
+	if interval <= 0 && purgeInterval <= 0 {
 		close(r.done)
 		return r
 	}
+	tick := func(d time.Duration) <-chan time.Time {
+		if d <= 0 {
+			return nil
+		}
+		return time.NewTicker(d).C
+	}
+	reapC, purgeC := tick(interval), tick(purgeInterval)
 	go func() {
 		defer close(r.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-			}
-			rctx, rcancel := context.WithTimeout(ctx, max(interval, 10*time.Second))
-			res, err := st.Reap(rctx)
-			rcancel()
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				m.ReaperRuns.WithLabelValues("error").Inc()
-				log.Error("reaper run failed", "err", store.Classify(err).Unwrap())
-				continue
-			}
-			m.ReaperRuns.WithLabelValues("ok").Inc()
-			m.Reaped.WithLabelValues("requeued").Add(float64(res.Requeued))
-			m.Reaped.WithLabelValues("dead_lettered").Add(float64(res.DeadLettered))
-			m.Reaped.WithLabelValues("retries_released").Add(float64(res.RetriesReleased))
-			if res != (store.ReapResult{}) {
-				log.Info("reaped", "requeued", res.Requeued, "dead_lettered", res.DeadLettered,
-					"retries_released", res.RetriesReleased)
+			case <-reapC:
+				reapOnce(ctx, st, interval, log, m)
+			case <-purgeC:
+				purgeOnce(ctx, st, log, m)
 			}
 		}
 	}()
 	return r
+}
+
+func reapOnce(ctx context.Context, st *store.Store, interval time.Duration, log *slog.Logger, m *metrics.Metrics) {
+	rctx, rcancel := context.WithTimeout(ctx, max(interval, 10*time.Second))
+	res, err := st.Reap(rctx)
+	rcancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		m.ReaperRuns.WithLabelValues("error").Inc()
+		log.Error("reaper run failed", "err", store.Classify(err).Unwrap())
+		return
+	}
+	m.ReaperRuns.WithLabelValues("ok").Inc()
+	m.Reaped.WithLabelValues("requeued").Add(float64(res.Requeued))
+	m.Reaped.WithLabelValues("dead_lettered").Add(float64(res.DeadLettered))
+	m.Reaped.WithLabelValues("retries_released").Add(float64(res.RetriesReleased))
+	if res != (store.ReapResult{}) {
+		log.Info("reaped", "requeued", res.Requeued, "dead_lettered", res.DeadLettered,
+			"retries_released", res.RetriesReleased)
+	}
+}
+
+func purgeOnce(ctx context.Context, st *store.Store, log *slog.Logger, m *metrics.Metrics) {
+	pctx, pcancel := context.WithTimeout(ctx, purgeBudget+10*time.Second)
+	defer pcancel()
+	if n, err := st.ExpireCredentials(pctx); err != nil {
+		if ctx.Err() == nil {
+			log.Error("credential expiry failed", "err", store.Classify(err).Unwrap())
+		}
+	} else if n > 0 {
+		log.Info("rotation grace ended", "endpoints", n)
+	}
+	res, err := st.Purge(pctx, purgeBudget)
+	m.Purged.WithLabelValues("todos_done").Add(float64(res.TodosDone))
+	m.Purged.WithLabelValues("todos_dead").Add(float64(res.TodosDead))
+	m.Purged.WithLabelValues("events").Add(float64(res.Events))
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		m.PurgeRuns.WithLabelValues("error").Inc()
+		log.Error("purge failed", "err", store.Classify(err).Unwrap())
+		return
+	}
+	m.PurgeRuns.WithLabelValues("ok").Inc()
+	if res.TodosDone+res.TodosDead+res.Events > 0 {
+		log.Info("purged", "todos_done", res.TodosDone, "todos_dead", res.TodosDead, "events", res.Events,
+			"batches", res.Batches)
+	}
 }
 
 func (r *reaper) stop() {

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +91,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
 	s.bell = doorbell.New(s.store, doorbell.Config{
 		Window:     cfg.DoorbellWindow,
-		OnRevoked:  func(id string) { s.mcp.Revoke(id) },
+		OnRevoked:  s.onRevoked,
 		MaxWaiting: cfg.MaxWaiting,
 		Log:        log,
 		Metrics:    s.metrics,
@@ -183,9 +184,15 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.bell.Start()
 	s.mcp.Start()
-	reap := startReaper(s.store, s.cfg.ReaperInterval, s.log, s.metrics)
+	// The CLI prints MCP URLs from this record; a server that cannot write it still serves.
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := s.store.RecordBaseURL(rctx, s.baseURL); err != nil {
+		s.log.Warn("cannot record the base URL for the CLI", "err", store.Classify(err).Unwrap())
+	}
+	rcancel()
+	reap := startReaper(s.store, s.cfg.ReaperInterval, s.cfg.PurgeInterval, s.log, s.metrics)
 	s.log.Info("listening", "addr", ln.Addr().String(), "base_url", s.baseURL,
-		"reaper_interval", s.cfg.ReaperInterval.String())
+		"reaper_interval", s.cfg.ReaperInterval.String(), "purge_interval", s.cfg.PurgeInterval.String())
 
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -231,6 +238,19 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.log.Info("stopped")
 	return errors.Join(serveErr, shutErr)
+}
+
+// onRevoked handles a switchboard_revoked notification: "<endpoint id>" for a revoked endpoint
+// (its sessions close), "rotated:<endpoint id>" for a rotated credential (sessions whose
+// credential no longer resolves close; the endpoint stays).
+func (s *Server) onRevoked(payload string) {
+	if id, ok := strings.CutPrefix(payload, "rotated:"); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.mcp.Rotated(ctx, id)
+		return
+	}
+	s.mcp.Revoke(payload)
 }
 
 // NewLogger is the server's JSON logger on stderr.

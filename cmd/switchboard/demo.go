@@ -49,19 +49,31 @@ type demoInfo struct {
 	WebhookID      string `json:"webhook_id"`
 	IngestURL      string `json:"ingest_url"`
 	WebhookCurl    string `json:"webhook_curl"`
+	// Reused: an earlier demo's endpoint; Credential is empty (see rotateHint).
+	Reused bool `json:"reused"`
 }
 
 // switchboard demo: ensure the human `demo`, vend a new endpoint for `demo-agent` (queue inbox,
 // every verb, up to 5 github/generic webhooks into inbox) and print how to connect to it.
 func runDemo(ctx context.Context, c *cli, args []string) error {
-	if _, err := c.parse(c.flags(), args); err != nil {
+	fs := c.flags()
+	checkAddr := fs.Bool("check-addr", false, "first refuse when SWITCHBOARD_ADDR is taken (make run)")
+	if _, err := c.parse(fs, args); err != nil {
 		return err
+	}
+	if *checkAddr {
+		if err := checkAddrFree(); err != nil {
+			return err
+		}
 	}
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
+	if *checkAddr {
+		servedBaseURL = "" // make run: the server about to start serves SWITCHBOARD_ADDR, not the last one's URL
+	}
 	info, err := setupDemo(ctx, conn)
 	if err != nil {
 		return err
@@ -74,6 +86,12 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 	if _, err := conn.Exec(ctx, `SELECT switchboard.human_add($1)`, demoHuman); err != nil &&
 		!(errors.As(err, &pgErr) && pgErr.Code == "SB409") { // SB409: the human exists already
 		return demoInfo{}, err
+	}
+	if info, ok, err := existingDemo(ctx, conn); ok || err != nil {
+		if ok {
+			fillDemoCommands(&info)
+		}
+		return info, err
 	}
 	e, err := vend(ctx, conn, vendRequest{
 		human: demoHuman, agent: demoAgent, queues: []string{demoQueue},
@@ -91,13 +109,34 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 		MCPURL:     text(e["mcp_url"]),
 		Credential: text(e["credential"]),
 	}
+	// A generic (token) webhook, so a delivery can be tried with curl alone.
+	token := make([]byte, 32)
+	if _, err := rand.Read(token); err != nil {
+		return demoInfo{}, err
+	}
+	if err := conn.QueryRow(ctx, `SELECT switchboard.webhook_create($1, 'generic', $2, $3, NULL) ->> 'webhook_id'`,
+		info.EndpointID, demoQueue, hex.EncodeToString(token)).Scan(&info.WebhookID); err != nil {
+		return demoInfo{}, err
+	}
+	info.IngestURL = baseURL() + "/webhooks/w/" + hex.EncodeToString(token)
+	fillDemoCommands(&info)
+	return info, nil
+}
+
+// fillDemoCommands derives the client config and the example commands from the endpoint; a
+// reused endpoint (no credential) gets a placeholder where the credential goes.
+func fillDemoCommands(info *demoInfo) {
+	cred := info.Credential
+	if cred == "" {
+		cred = "<credential>"
+	}
 	info.MCPConfig = map[string]any{"mcpServers": map[string]any{demoServerName: map[string]any{
 		"type":    "http",
 		"url":     info.MCPURL,
-		"headers": map[string]any{"Authorization": "Bearer " + info.Credential},
+		"headers": map[string]any{"Authorization": "Bearer " + cred},
 	}}}
 	info.ClaudeAdd = fmt.Sprintf(`claude mcp add --transport http %s %s --header "Authorization: Bearer %s"`,
-		demoServerName, info.MCPURL, info.Credential)
+		demoServerName, info.MCPURL, cred)
 	info.ClaudeChannels = "claude --dangerously-load-development-channels server:" + demoServerName
 	// The URL this process was given, as given (it may carry a password: it is the operator's
 	// own, printed to the operator who started the demo, like the credential above).
@@ -109,20 +148,11 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 	info.Curl = fmt.Sprintf(`curl -sS -X POST %s -H 'Authorization: Bearer %s' `+
 		`-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' `+
 		`-d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'`,
-		info.MCPURL, info.Credential)
-	// A generic (token) webhook, so a delivery can be tried with curl alone.
-	token := make([]byte, 32)
-	if _, err := rand.Read(token); err != nil {
-		return demoInfo{}, err
+		info.MCPURL, cred)
+	if info.IngestURL != "" {
+		info.WebhookCurl = fmt.Sprintf(`curl -sS -X POST %s -H 'Content-Type: application/json' `+
+			`-H 'X-Delivery-Id: demo-1' -H 'X-Event-Type: hello' -d '{"hello":"webhook"}'`, info.IngestURL)
 	}
-	if err := conn.QueryRow(ctx, `SELECT switchboard.webhook_create($1, 'generic', $2, $3, NULL) ->> 'webhook_id'`,
-		info.EndpointID, demoQueue, hex.EncodeToString(token)).Scan(&info.WebhookID); err != nil {
-		return demoInfo{}, err
-	}
-	info.IngestURL = baseURL() + "/webhooks/w/" + hex.EncodeToString(token)
-	info.WebhookCurl = fmt.Sprintf(`curl -sS -X POST %s -H 'Content-Type: application/json' `+
-		`-H 'X-Delivery-Id: demo-1' -H 'X-Event-Type: hello' -d '{"hello":"webhook"}'`, info.IngestURL)
-	return info, nil
 }
 
 // printDemo is the human-readable form of the demo report. Every command in it runs as printed,
@@ -130,9 +160,13 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 func printDemo(w io.Writer, info demoInfo) {
 	cfg, _ := json.MarshalIndent(info.MCPConfig, "", "  ")
 	fmt.Fprintf(w, "Switchboard demo: human %q, agent %q, queue %q\n\n", info.Human, info.Agent, info.Queue)
+	credLine := info.Credential + "   (shown once: store it now)"
+	if info.Reused {
+		credLine = rotateHint(info.Slug)
+	}
 	pairs(w,
 		"MCP URL", info.MCPURL,
-		"Credential", info.Credential+"   (shown once: store it now)",
+		"Credential", credLine,
 		"Endpoint", info.EndpointID+" ("+info.Slug+")")
 	fmt.Fprintf(w, "\nClaude Code: register the endpoint, then check that it connects:\n  %s\n  claude mcp list\n", info.ClaudeAdd)
 	fmt.Fprintf(w, "\nOr put this block in the project's .mcp.json (other MCP clients take the same block):\n%s\n", cfg)

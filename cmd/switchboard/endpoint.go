@@ -64,6 +64,21 @@ func (f *int32Flag) Set(s string) error {
 	return nil
 }
 
+// webhookSourceTypes are the source types a webhook ceiling may allow.
+var webhookSourceTypes = []string{"github", "gitea", "stripe", "slack", "cairn", "generic"}
+
+// impliedVerbs are the granted verbs that were not asked for (e.g. get_todo with list_todos).
+func impliedVerbs(asked []string, granted any) []string {
+	var out []string
+	list, _ := granted.([]any)
+	for _, g := range list {
+		if v := text(g); !slices.Contains(asked, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // newCredential mints a bearer credential: sbk_ + base64url (no padding) of 32 random bytes.
 func newCredential() (string, error) {
 	b := make([]byte, 32)
@@ -134,6 +149,17 @@ func runEndpointVend(ctx context.Context, c *cli, args []string) error {
 	if !queues.set {
 		return c.require("queues", "")
 	}
+	// A ceiling max without sources or queues would let the agent create nothing.
+	if whMax.value > 0 && (!sources.set || !whQueues.set) {
+		var missing []string
+		if !sources.set {
+			missing = append(missing, "--webhook-sources (any of "+strings.Join(webhookSourceTypes, ", ")+")")
+		}
+		if !whQueues.set {
+			missing = append(missing, "--webhook-queues (any of --queues: "+strings.Join(queues.items, ",")+")")
+		}
+		return usagef("--webhook-max %d needs %s: without them the agent could create no webhook", whMax.value, strings.Join(missing, " and "))
+	}
 	r := vendRequest{
 		human: *human, agent: *agent, queues: queues.items,
 		webhookMax: whMax.value, webhookSources: sources.items, webhookQueues: whQueues.items,
@@ -161,6 +187,12 @@ func runEndpointVend(ctx context.Context, c *cli, args []string) error {
 	}
 	return c.emit(e, func(w io.Writer) {
 		fmt.Fprintf(w, "vended endpoint %s for agent %s of human %s\n", text(e["slug"]), text(e["agent"]), text(e["human"]))
+		granted := text(e["verbs"])
+		if r.verbs == nil {
+			granted = "all: " + granted
+		} else if implied := impliedVerbs(r.verbs, e["verbs"]); len(implied) > 0 {
+			granted += "   (implied: " + strings.Join(implied, ",") + ")"
+		}
 		ceiling, _ := e["ceiling"].(map[string]any)
 		lease := text(e["lease_ttl_seconds"])
 		if e["lease_ttl_seconds"] == nil {
@@ -171,7 +203,7 @@ func runEndpointVend(ctx context.Context, c *cli, args []string) error {
 			"mcp_url", text(e["mcp_url"]),
 			"credential", text(e["credential"])+"   (shown once: store it now)",
 			"queues", text(e["queues"]),
-			"verbs", text(e["verbs"]),
+			"verbs granted", granted,
 			"webhook ceiling", fmt.Sprintf("max %s; sources %s; queues %s",
 				text(ceiling["max"]), text(ceiling["allowed_source_types"]), text(ceiling["allowed_queues"])),
 			"lease ttl", lease)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 )
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -29,6 +30,18 @@ func runFriendRequest(ctx context.Context, c *cli, args []string) error {
 	}
 	defer conn.Close(context.Background())
 	f, err := queryObject(ctx, conn, `SELECT switchboard.friend_request($1, $2)`, *from, *to)
+	if sqlState(err) == "SB404" { // say which of the two is unknown
+		var unknown []string
+		for _, h := range [][2]string{{"--from", *from}, {"--to", *to}} {
+			var exists bool
+			if conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM switchboard.humans WHERE name = $1)`, h[1]).Scan(&exists) == nil && !exists {
+				unknown = append(unknown, fmt.Sprintf("%s %q", h[0], h[1]))
+			}
+		}
+		if len(unknown) > 0 {
+			return usagef("friend request: unknown human %s (add it with switchboard human add NAME)", strings.Join(unknown, " and "))
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -54,6 +67,16 @@ func friendDecide(state string) func(context.Context, *cli, []string) error {
 		}
 		defer conn.Close(context.Background())
 		f, err := queryObject(ctx, conn, `SELECT switchboard.friend_decide($1::uuid, $2)`, pos[0], state)
+		if sqlState(err) == "SB409" { // name the edge's state and what the move needs
+			var current string
+			if conn.QueryRow(ctx, `SELECT state FROM switchboard.friend_edges WHERE id = $1::uuid`, pos[0]).Scan(&current) == nil {
+				need := "pending"
+				if state == "revoked" {
+					need = "approved"
+				}
+				return usagef("friend %s: the edge %s is %s; only a %s edge can be %s", verbOf(state), pos[0], current, need, state)
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -61,6 +84,10 @@ func friendDecide(state string) func(context.Context, *cli, []string) error {
 			fmt.Fprintf(w, "friend edge %s: %s\n", text(f["id"]), text(f["state"]))
 		})
 	}
+}
+
+func verbOf(state string) string {
+	return map[string]string{"approved": "approve", "denied": "deny", "revoked": "revoke"}[state]
 }
 
 // switchboard friend list [--human NAME] → array of edges.

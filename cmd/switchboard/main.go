@@ -49,13 +49,18 @@ var commands = []command{
 	{"endpoint vend", "endpoint vend --human NAME --agent NAME --queues a,b [--verbs v1,v2 | --verbs all] [--webhook-max N] [--webhook-sources github,generic] [--webhook-queues a] [--lease-ttl SECONDS]", runEndpointVend},
 	{"endpoint list", "endpoint list [--human NAME]", runEndpointList},
 	{"endpoint revoke", "endpoint revoke ID|SLUG", runEndpointRevoke},
+	{"endpoint rotate", "endpoint rotate ID|SLUG [--grace 10m]", runEndpointRotate},
 	{"friend request", "friend request --from NAME --to NAME", runFriendRequest},
 	{"friend approve", "friend approve ID", friendDecide("approved")},
 	{"friend deny", "friend deny ID", friendDecide("denied")},
 	{"friend revoke", "friend revoke ID", friendDecide("revoked")},
 	{"friend list", "friend list [--human NAME]", runFriendList},
 	{"todo push", "todo push --endpoint ID|SLUG --queue Q --title T [--payload JSON] [--key K]", runTodoPush},
+	{"todo dead", "todo dead --endpoint ID|SLUG [--queue Q] [--limit N]", runTodoDead},
+	{"todo redrive", "todo redrive ID | todo redrive --endpoint ID|SLUG --queue Q [--since 1h|RFC3339]", runTodoRedrive},
+	{"todo cancel", "todo cancel ID", runTodoCancel},
 	{"reap", "reap", runReap},
+	{"purge", "purge [--dry-run]", runPurge},
 	{"settings", "settings | settings set KEY VALUE", runSettings},
 }
 
@@ -65,9 +70,35 @@ func usage() string {
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  switchboard %s\n", c.synopsis)
 	}
-	b.WriteString("\nAll commands but serve read DATABASE_URL. --json prints exactly one JSON value on stdout.\n")
+	b.WriteString(`
+Environment:
+  DATABASE_URL          every command but help connects to it (serve too); required
+  SWITCHBOARD_BASE_URL  the public URL; serve records it in the database at start, and
+                        endpoint vend/list and demo print MCP URLs from that record unless
+                        this variable is set for the CLI itself
+  SWITCHBOARD_ADDR      serve's listen address (default 127.0.0.1:8080)
+
+--json prints exactly one JSON value on stdout. -h after any command prints its flags.
+`)
 	return b.String()
 }
+
+// groupUsage lists the subcommands of a command group such as "todo".
+func groupUsage(group string) (string, bool) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: switchboard %s SUBCOMMAND [ARGS] [--json]\n\n", group)
+	found := false
+	for _, c := range commands {
+		if g, _, ok := strings.Cut(c.words, " "); ok && g == group {
+			fmt.Fprintf(&b, "  switchboard %s\n", c.synopsis)
+			found = true
+		}
+	}
+	b.WriteString("\nswitchboard " + group + " SUBCOMMAND -h prints the flags of one subcommand.\n")
+	return b.String(), found
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
 
 // run executes one command line and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -80,6 +111,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage())
 		return 0
+	}
+	if len(args) == 2 && isHelp(args[1]) {
+		if u, ok := groupUsage(args[0]); ok {
+			fmt.Fprint(stdout, u)
+			return 0
+		}
 	}
 	cmd, rest, err := lookup(args)
 	if err != nil {
@@ -174,6 +211,15 @@ func report(stderr io.Writer, err error) int {
 	return code
 }
 
+// sqlState is the SQLSTATE of a database error ("" for anything else).
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
 // --- the per-command context: flags, database, output ---
 
 type cli struct {
@@ -192,16 +238,30 @@ func (c *cli) flags() *flag.FlagSet {
 
 // parse parses the flags and returns exactly `positional` positional arguments.
 func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
-	if err := fs.Parse(args); err != nil {
+	// Flags may follow positional arguments (endpoint rotate SLUG --grace 10m).
+	var rest []string
+	err := fs.Parse(args)
+	for err == nil && fs.NArg() > 0 {
+		rest = append(rest, fs.Arg(0))
+		if fs.Arg(0) == "--" {
+			rest = append(rest[:len(rest)-1], fs.Args()[1:]...)
+			break
+		}
+		err = fs.Parse(fs.Args()[1:])
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(c.stdout, "usage: switchboard %s\n", c.synopsis)
 			fs.SetOutput(c.stdout)
 			fs.PrintDefaults()
 			return nil, errHelp
 		}
-		return nil, usagef("%s: %v (see switchboard %s -h)", c.words, err, c.words)
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+			msg = "unknown flag -" + strings.TrimLeft(name, "-")
+		}
+		return nil, usagef("%s: %s%s (see switchboard %s -h)", c.words, msg, suggestFlag(fs, err), c.words)
 	}
-	rest := fs.Args()
 	switch {
 	case len(rest) < len(positional):
 		return nil, usagef("%s: missing %s (usage: switchboard %s)", c.words, positional[len(rest)], c.synopsis)
@@ -209,6 +269,55 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, positional ...string) ([]st
 		return nil, usagef("%s: unexpected argument %q (usage: switchboard %s)", c.words, rest[len(positional)], c.synopsis)
 	}
 	return rest, nil
+}
+
+// suggestFlag is "; did you mean --x?" when err names an undefined flag close to a defined one.
+func suggestFlag(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return ""
+	}
+	name = strings.TrimLeft(name, "-")
+	best, bestD := "", 3 // at most two edits away
+	fs.VisitAll(func(f *flag.Flag) {
+		d := editDistance(name, f.Name)
+		if strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name) {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		var all []string
+		fs.VisitAll(func(f *flag.Flag) { all = append(all, "--"+f.Name) })
+		if len(all) == 0 {
+			return "; this command takes no flags"
+		}
+		return "; flags: " + strings.Join(all, ", ")
+	}
+	return "; did you mean --" + best + "?"
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // require refuses a missing required flag value.
@@ -228,6 +337,12 @@ func (c *cli) connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to the database: %w", err)
+	}
+	// The URL the running server serves (recorded by serve at start). Before the first
+	// migration or the first serve there is none: baseURL falls back to SWITCHBOARD_ADDR.
+	var recorded string
+	if conn.QueryRow(ctx, `SELECT base_url FROM switchboard.public_url`).Scan(&recorded) == nil {
+		servedBaseURL = recorded
 	}
 	return conn, nil
 }
@@ -349,10 +464,17 @@ func getenvDefault(key, def string) string {
 	return def
 }
 
-// baseURL is SWITCHBOARD_BASE_URL, else http://SWITCHBOARD_ADDR (default 127.0.0.1:8080).
+// servedBaseURL is the base URL the server recorded in the database (see connect).
+var servedBaseURL string
+
+// baseURL is the CLI's own SWITCHBOARD_BASE_URL, else the URL the server recorded at start,
+// else http://SWITCHBOARD_ADDR (default 127.0.0.1:8080).
 func baseURL() string {
 	if v := os.Getenv("SWITCHBOARD_BASE_URL"); v != "" {
 		return strings.TrimRight(v, "/")
+	}
+	if servedBaseURL != "" {
+		return servedBaseURL
 	}
 	return "http://" + getenvDefault("SWITCHBOARD_ADDR", "127.0.0.1:8080")
 }

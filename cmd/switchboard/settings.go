@@ -6,6 +6,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 var numberRE = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
@@ -36,6 +37,12 @@ func runSettings(ctx context.Context, c *cli, args []string) error {
 		s, err = queryObject(ctx, conn, `SELECT switchboard.settings_json()`)
 	} else {
 		s, err = queryObject(ctx, conn, `SELECT switchboard.settings_set($1, $2::numeric)`, key, value)
+		var known []string
+		if sqlState(err) == "SB400" && conn.QueryRow(ctx,
+			`SELECT array_agg(key ORDER BY key) FROM switchboard.settings WHERE NOT EXISTS (SELECT 1 FROM switchboard.settings WHERE key = $1)`,
+			key).Scan(&known) == nil && len(known) > 0 {
+			return usagef("settings set: unknown setting %q; the settings are %s", key, strings.Join(known, ", "))
+		}
 	}
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -39,6 +40,9 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 		case err != nil:
 			return usagef("--payload: %v", err)
 		case !rep.JSON:
+			if err := checkJSON(*payload); err != nil {
+				return err // names the byte where it goes wrong
+			}
 			return usagef("--payload is not valid JSON")
 		case rep.Unstorable:
 			payloadArg = json.RawMessage(safejson.Sanitize([]byte(*payload)))
@@ -82,6 +86,35 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 			fmt.Fprintf(w, "todo %s already exists with key %q (nothing created)\n", id, *key)
 		}
 	})
+}
+
+// checkJSON refuses a --payload that is not one JSON value, naming where it goes wrong.
+func checkJSON(s string) error {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(s))
+	err := dec.Decode(&v)
+	if err == nil {
+		end := dec.InputOffset()
+		if _, extra := dec.Token(); extra == nil {
+			return usagef("--payload is not valid JSON: another value follows the first one, which ends at byte %d", end)
+		}
+		return nil
+	}
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		return usagef("--payload is not valid JSON: %s at byte %d (near %q)", syn.Error(), syn.Offset, around(s, int(syn.Offset)))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return usagef("--payload is not valid JSON: it ends early, at byte %d", len(s))
+	default:
+		return usagef("--payload is not valid JSON: %v", err)
+	}
+}
+
+// around is the text of s near byte offset off, for an error message.
+func around(s string, off int) string {
+	lo, hi := max(0, off-10), min(len(s), off+10)
+	return s[lo:hi]
 }
 
 // switchboard reap → {"requeued", "dead_lettered", "retries_released"}

@@ -93,7 +93,11 @@ BEGIN
         'switchboard.due_todos(uuid[], timestamptz, int)',
         'switchboard.next_due(uuid[])',
         'switchboard.claimable_todos(uuid[])',
-        'switchboard.reap()'
+        'switchboard.reap()',
+        -- the maintenance loop (retention, rotation graces) and serve's start
+        'switchboard.purge(boolean)',
+        'switchboard.expire_credentials()',
+        'switchboard.record_base_url(text)'
     ]::regprocedure[] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO switchboard_runtime', f);

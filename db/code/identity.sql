@@ -88,6 +88,8 @@ LANGUAGE sql STABLE AS $$
                                       'allowed_queues', to_jsonb(e.webhook_queues)),
         'lease_ttl_seconds', e.lease_ttl_seconds,
         'created_at', switchboard.rfc3339(e.created_at),
+        'rotated_at', switchboard.rfc3339(e.rotated_at),
+        'old_credential_until', switchboard.rfc3339(e.old_credential_until),
         'revoked_at', switchboard.rfc3339(e.revoked_at))
       FROM switchboard.agents a
       JOIN switchboard.humans h ON h.id = a.owner_human_id
@@ -169,7 +171,8 @@ $$;
 COMMENT ON FUNCTION switchboard.endpoint_vend(text, text, bytea, text, text[], text[], int, text[], text[], int) IS
   'Vend an endpoint for an agent of a human (agent created when new). Validates queues, verbs, ceiling. Stores only the credential hash.';
 
--- Authentication: one call per request. Active endpoints only.
+-- Authentication: one call per request. Active endpoints only; a rotated-out credential only
+-- while its grace lasts.
 -- PL/pgSQL rather than SQL: the server calls it as switchboard_runtime, so it runs SECURITY
 -- DEFINER (grants.sql); a SQL function with that is never inlined and is planned again on every
 -- call, a PL/pgSQL one keeps its plan (measured: about 10x the cost per call).
@@ -181,11 +184,16 @@ BEGIN
     SELECT e.id, e.slug, e.agent_id, a.owner_human_id, e.queues, e.verbs
       FROM switchboard.endpoints e
       JOIN switchboard.agents a ON a.id = e.agent_id
-     WHERE e.credential_hash = p_credential_hash AND e.state = 'active';
+     WHERE e.id = (SELECT c.id FROM switchboard.endpoints c WHERE c.credential_hash = p_credential_hash
+                   UNION ALL
+                   SELECT o.id FROM switchboard.endpoints o
+                    WHERE o.old_credential_hash = p_credential_hash AND o.old_credential_until > now()
+                   LIMIT 1)
+       AND e.state = 'active';
 END
 $$;
 COMMENT ON FUNCTION switchboard.endpoint_resolve(bytea) IS
-  'The active endpoint (and its immutable scope) whose credential hashes to p_credential_hash; no row otherwise.';
+  'The active endpoint (and its immutable scope) whose credential, or previous credential within its rotation grace, hashes to p_credential_hash; no row otherwise.';
 
 CREATE OR REPLACE FUNCTION switchboard.endpoint_list(p_human text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
@@ -224,6 +232,76 @@ END
 $$;
 COMMENT ON FUNCTION switchboard.endpoint_revoke(uuid) IS
   'Revoke an endpoint: credential dead at once, open todos dead-lettered (result endpoint_revoked), live sessions told to close.';
+
+-- Credential rotation.
+-- Live sessions of a credential that no longer resolves are closed by the servers on the
+-- switchboard_revoked channel: payload 'rotated:<endpoint id>' (the endpoint stays active; each
+-- server re-checks its sessions' credentials), plain '<endpoint id>' for a revocation.
+CREATE OR REPLACE FUNCTION switchboard.endpoint_rotate(
+    p_endpoint uuid, p_credential_hash bytea, p_credential_prefix text, p_grace interval DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    e switchboard.endpoints;
+    v_grace boolean := coalesce(p_grace > interval '0', false);
+BEGIN
+    IF p_grace < interval '0' OR p_grace > interval '7 days' THEN
+        PERFORM switchboard.refuse('invalid_argument', 'grace must be between 0 and 7 days');
+    ELSIF p_credential_hash IS NULL OR octet_length(p_credential_hash) <> 32 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'credential hash must be 32 bytes (sha256)');
+    END IF;
+    UPDATE switchboard.endpoints u
+       SET old_credential_hash  = CASE WHEN v_grace THEN u.credential_hash END,
+           old_credential_until = CASE WHEN v_grace THEN now() + p_grace END,
+           credential_hash      = p_credential_hash,
+           credential_prefix    = p_credential_prefix,
+           rotated_at           = now()
+     WHERE u.id = p_endpoint AND u.state = 'active'
+    RETURNING * INTO e;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM switchboard.endpoints WHERE id = p_endpoint) THEN
+            PERFORM switchboard.refuse('conflict', 'the endpoint is revoked; vend a new one');
+        END IF;
+        PERFORM switchboard.refuse('not_found', 'unknown endpoint');
+    END IF;
+    IF NOT v_grace THEN
+        PERFORM pg_notify('switchboard_revoked', 'rotated:' || e.id);
+    END IF;
+    RETURN switchboard.endpoint_json(e);
+END
+$$;
+COMMENT ON FUNCTION switchboard.endpoint_rotate(uuid, bytea, text, interval) IS
+  'Replace an active endpoint''s credential (id, slug, scope, todos and webhooks stay). Without grace the old credential stops at once and its live sessions close; with grace it works until now() + grace (expire_credentials ends it).';
+
+CREATE OR REPLACE FUNCTION switchboard.expire_credentials() RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+    v_count int := 0;
+BEGIN
+    FOR v_id IN
+        UPDATE switchboard.endpoints
+           SET old_credential_hash = NULL, old_credential_until = NULL
+         WHERE old_credential_until <= now()
+        RETURNING id
+    LOOP
+        PERFORM pg_notify('switchboard_revoked', 'rotated:' || v_id);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION switchboard.expire_credentials() IS
+  'End the rotation grace that ran out: forget the previous credentials and tell the servers to close their sessions. Run by the server''s maintenance loop and by purge_all().';
+
+-- The public base URL the running server serves, for the CLI.
+CREATE OR REPLACE FUNCTION switchboard.record_base_url(p_base_url text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO switchboard.public_url (base_url, recorded_at) VALUES (rtrim(p_base_url, '/'), now())
+    ON CONFLICT (one) DO UPDATE SET base_url = excluded.base_url, recorded_at = excluded.recorded_at
+$$;
+COMMENT ON FUNCTION switchboard.record_base_url(text) IS
+  'Called by switchboard serve at start: the base URL it serves, for the CLI''s mcp_url.';
 
 -- MCP servers trust a session's credential until they hear that its endpoint was revoked
 -- (server/mcpapi, trustedSession). They must hear of every revocation, however it is made:

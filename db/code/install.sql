@@ -58,6 +58,7 @@ $drop$;
 {{ template "identity.sql" . }}
 {{ template "queue.sql" . }}
 {{ template "leases.sql" . }}
+{{ template "retention.sql" . }}
 {{ template "webhooks.sql" . }}
 {{ template "routes.sql" . }}
 {{ template "rules.sql" . }}

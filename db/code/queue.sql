@@ -177,8 +177,8 @@ BEGIN
         END IF;
         v_queues := ARRAY[p_queue];
     END IF;
-    IF p_state IS NOT NULL AND p_state NOT IN ('pending', 'claimed', 'done', 'failed') THEN
-        PERFORM switchboard.refuse('invalid_argument', 'state must be one of pending, claimed, done, failed');
+    IF p_state IS NOT NULL AND p_state NOT IN ('pending', 'claimed', 'done', 'failed', 'cancelled') THEN
+        PERFORM switchboard.refuse('invalid_argument', 'state must be one of pending, claimed, done, failed, cancelled');
     END IF;
     RETURN json_build_object('todos', coalesce(
         (SELECT json_agg(switchboard.todo_json(t) ORDER BY t.created_at DESC, t.id DESC)
@@ -193,7 +193,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION switchboard.list_todos(uuid, text, text, int) IS
-  'Newest-first todos of an endpoint in its granted queues (or one granted queue), optional state; limit default 50, max 200.';
+  'Newest-first todos of an endpoint in its granted queues (or one granted queue), optional state (pending, claimed, done, failed, cancelled); limit default 50, max 200.';
 
 CREATE OR REPLACE FUNCTION switchboard.get_todo(p_endpoint uuid, p_todo uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
@@ -446,3 +446,115 @@ END
 $$;
 COMMENT ON FUNCTION switchboard.finish_and_claim_next(uuid, uuid, text, jsonb, text, text, int, boolean) IS
   'complete, fail or release a held todo, then claim_next in the same transaction; the todo with next: claim_next''s result, or {error: "<code>: <message>"} when the claim failed (the transition stands).';
+
+-- Operators: dead letters back to work, and cancel.
+
+-- Who asked: the operator CLI passes operator:<user>; from psql it is the database role.
+CREATE OR REPLACE FUNCTION switchboard.actor(p_by text) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(nullif(btrim(p_by), ''), 'dba:' || session_user)
+$$;
+COMMENT ON FUNCTION switchboard.actor(text) IS 'The recorded actor: p_by, else dba:<session role>.';
+
+-- By id (p_todo) or by endpoint and queue (optionally only dead-lettered at or after p_since).
+-- A dead letter whose idempotency key a live todo holds again is left alone (skipped).
+CREATE OR REPLACE FUNCTION switchboard.redrive(
+    p_todo     uuid DEFAULT NULL,
+    p_endpoint uuid DEFAULT NULL,
+    p_queue    text DEFAULT NULL,
+    p_since    timestamptz DEFAULT NULL,
+    p_by       text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids uuid[];
+    v_by text := switchboard.actor(p_by);
+    v_state text;
+BEGIN
+    IF (p_todo IS NULL) = (p_endpoint IS NULL) OR (p_endpoint IS NULL) <> (p_queue IS NULL)
+       OR (p_todo IS NOT NULL AND p_since IS NOT NULL) THEN
+        PERFORM switchboard.refuse('invalid_argument', 'redrive takes a todo id, or an endpoint and a queue (and optionally since)');
+    END IF;
+    IF p_endpoint IS NOT NULL THEN
+        SELECT state INTO v_state FROM switchboard.endpoints WHERE id = p_endpoint;
+        IF NOT FOUND THEN
+            PERFORM switchboard.refuse('not_found', 'unknown endpoint');
+        ELSIF v_state <> 'active' THEN
+            PERFORM switchboard.refuse('conflict', 'the endpoint is revoked: its dead letters cannot run again');
+        END IF;
+    END IF;
+
+    WITH candidates AS (
+        SELECT t.id, t.endpoint_id, t.idempotency_key,
+               row_number() OVER (PARTITION BY t.endpoint_id, t.idempotency_key ORDER BY t.completed_at DESC, t.id) AS nth
+          FROM switchboard.todos t
+          JOIN switchboard.endpoints e ON e.id = t.endpoint_id AND e.state = 'active'
+         WHERE t.state = 'failed' AND t.next_retry_at IS NULL
+           AND (p_todo IS NULL OR t.id = p_todo)
+           AND (p_endpoint IS NULL OR (t.endpoint_id = p_endpoint AND t.queue = p_queue))
+           AND (p_since IS NULL OR t.completed_at >= p_since)
+    ), picked AS (
+        SELECT t.id
+          FROM switchboard.todos t
+          JOIN candidates c ON c.id = t.id
+         WHERE (c.idempotency_key IS NULL OR c.nth = 1)
+           AND NOT EXISTS (SELECT 1 FROM switchboard.todos l
+                            WHERE l.endpoint_id = c.endpoint_id AND l.idempotency_key = c.idempotency_key
+                              AND (l.state IN ('pending', 'claimed') OR l.next_retry_at IS NOT NULL))
+           FOR UPDATE OF t SKIP LOCKED
+    ), moved AS (
+        UPDATE switchboard.todos u
+           SET state = 'pending', attempt = 0, max_attempts = switchboard.setting('max_attempts')::int,
+               owner = NULL, lease_token_hash = NULL, completed_at = NULL,
+               ready_at = now(), updated_at = now(),
+               redrives = u.redrives + 1, redriven_at = now(), redriven_by = v_by
+          FROM picked p
+         WHERE u.id = p.id AND u.state = 'failed' AND u.next_retry_at IS NULL
+        RETURNING u.id
+    )
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO v_ids FROM moved;
+
+    IF p_todo IS NOT NULL AND cardinality(v_ids) = 0 THEN
+        SELECT t.state || CASE WHEN t.next_retry_at IS NOT NULL THEN ' (a parked retry)' ELSE '' END
+          INTO v_state FROM switchboard.todos t WHERE t.id = p_todo;
+        IF NOT FOUND THEN
+            PERFORM switchboard.refuse('not_found', 'unknown todo');
+        END IF;
+        PERFORM switchboard.refuse('conflict', format('the todo is %s, not a dead letter (or its endpoint is revoked, or a live todo holds its idempotency key)', v_state));
+    END IF;
+    IF cardinality(v_ids) > 0 THEN
+        PERFORM switchboard.ring();
+    END IF;
+    RETURN jsonb_build_object('redriven', cardinality(v_ids), 'ids', to_jsonb(v_ids), 'by', v_by);
+END
+$$;
+COMMENT ON FUNCTION switchboard.redrive(uuid, uuid, text, timestamptz, text) IS
+  'Dead letters back to pending with a fresh attempt budget (max_attempts setting), recorded in redrives/redriven_at/redriven_by, ringing the doorbell. By p_todo, or by p_endpoint + p_queue (optionally p_since). Returns {redriven, ids, by}.';
+
+CREATE OR REPLACE FUNCTION switchboard.cancel(p_todo uuid, p_by text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_by text := switchboard.actor(p_by);
+    v_todo switchboard.todos;
+    v_state text;
+BEGIN
+    UPDATE switchboard.todos u
+       SET state = 'cancelled', next_retry_at = NULL, owner = NULL, lease_token_hash = NULL,
+           result = jsonb_build_object('cancelled_by', v_by, 'previous', u.result),
+           completed_at = now(), updated_at = now()
+     WHERE u.id = p_todo AND u.state IN ('pending', 'failed')
+    RETURNING * INTO v_todo;
+    IF NOT FOUND THEN
+        SELECT state INTO v_state FROM switchboard.todos WHERE id = p_todo;
+        IF NOT FOUND THEN
+            PERFORM switchboard.refuse('not_found', 'unknown todo');
+        ELSIF v_state = 'claimed' THEN
+            PERFORM switchboard.refuse('conflict', 'the todo is claimed: its holder must finish or release it first');
+        END IF;
+        PERFORM switchboard.refuse('conflict', format('the todo is %s already', v_state));
+    END IF;
+    RETURN jsonb_build_object('id', v_todo.id, 'state', v_todo.state, 'by', v_by);
+END
+$$;
+COMMENT ON FUNCTION switchboard.cancel(uuid, text) IS
+  'An operator''s end for a pending or failed todo: state cancelled (terminal, never claimable, purged like done). A claimed todo is a conflict.';

@@ -18,7 +18,11 @@ INSERT INTO switchboard.settings AS s (key, value, min_value, max_value, integra
     ('doorbell_enabled',        1,       0,    1,      true,  '1: new and requeued todos signal the doorbell (pg_notify); 0: silent'),
     ('doorbell_window_ms',      40,      0,    10000,  true,  'coalescing window: at most one doorbell NOTIFY per database per window'),
     ('ring_again_seconds',      15,      1,    3600,   true,  'a todo still claimable this long after its ring went to a session that made no tool call since is rung on the next session of its endpoint'),
-    ('claim_wait_max_seconds',  50,      0,    600,    true,  'longest wait_seconds of claim_next (and of next on complete, fail, release); 0 turns waiting off')
+    ('claim_wait_max_seconds',  50,      0,    600,    true,  'longest wait_seconds of claim_next (and of next on complete, fail, release); 0 turns waiting off'),
+    ('retain_done_days',        7,       0,    36500,  false, 'days a done or cancelled todo is kept before purge() deletes it'),
+    ('retain_dead_days',        30,      0,    36500,  false, 'days a dead letter is kept before purge() deletes it'),
+    ('retain_events_days',      14,      0,    36500,  false, 'days a webhook event is kept (longer while any of its todos is kept)'),
+    ('purge_batch_size',        1000,    1,    100000, true,  'rows purge() deletes per kind and batch (each batch one short transaction)')
 ON CONFLICT (key) DO UPDATE
     SET min_value   = excluded.min_value,
         max_value   = excluded.max_value,

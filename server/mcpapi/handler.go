@@ -390,6 +390,39 @@ func (h *Handler) Revoke(endpointID string) {
 	}
 }
 
+// Rotated closes the live sessions of an endpoint whose credential no longer resolves to it
+// (the endpoint's credential was rotated, or a rotation grace ended). The endpoint stays: its
+// sessions on the current credential go on, and new ones open as usual.
+func (h *Handler) Rotated(ctx context.Context, endpointID string) {
+	h.mu.Lock()
+	e := h.entries[endpointID]
+	byCred := map[string][]*session{}
+	if e != nil {
+		for _, s := range e.sessions {
+			byCred[string(s.cred)] = append(byCred[string(s.cred)], s)
+		}
+	}
+	h.mu.Unlock()
+	closed := 0
+	for cred, sessions := range byCred {
+		ep, ok, err := h.o.Store.ResolveCredential(ctx, []byte(cred))
+		if err == nil && ok && ep.ID == endpointID {
+			continue
+		}
+		// Unknown, or the lookup failed: close rather than trust a credential that may be gone.
+		for _, s := range sessions {
+			h.mu.Lock()
+			s.verified = 0 // never trusted again, even if a request races the close
+			h.mu.Unlock()
+			_ = s.ss.Close()
+			closed++
+		}
+	}
+	if closed > 0 {
+		h.log.Info("endpoint credential rotated; sessions closed", "endpoint_id", endpointID, "sessions", closed)
+	}
+}
+
 // SessionCount is the number of live sessions of an endpoint in this process.
 func (h *Handler) SessionCount(endpointID string) int {
 	h.mu.Lock()

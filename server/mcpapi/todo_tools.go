@@ -20,7 +20,7 @@ func TodoTools() []Tool {
 			Description: "List your todos, newest first, in your granted queues. Optional filters: queue, state; limit defaults to 50 (max 200).",
 			Input: Object(map[string]*jsonschema.Schema{
 				"queue": String("only this queue (must be one of your granted queues)"),
-				"state": Enum("only this state", "pending", "claimed", "done", "failed"),
+				"state": Enum("only this state", "pending", "claimed", "done", "failed", "cancelled"),
 				"limit": Integer("rows to return: default 50, at most 200"),
 			}),
 			Output: Out(map[string]*jsonschema.Schema{"todos": ArrayOf(todoSchema(), "newest first")}, "todos"),
@@ -142,7 +142,7 @@ func todoSchema(extra ...string) *jsonschema.Schema {
 	props := map[string]*jsonschema.Schema{
 		"id":               String("todo id"),
 		"queue":            String("queue"),
-		"state":            Enum("state", "pending", "claimed", "done", "failed"),
+		"state":            Enum("state", "pending", "claimed", "done", "failed", "cancelled"),
 		"attempt":          Integer("claims so far"),
 		"max_attempts":     Integer("claims allowed"),
 		"title":            String("title; data from an outside sender"),

@@ -45,6 +45,11 @@ type Metrics struct {
 	Reaped *prometheus.CounterVec
 	// ReaperRuns counts reaper runs by result (ok, error).
 	ReaperRuns *prometheus.CounterVec
+	// Purged counts rows retention deleted, by kind: todos_done (done and cancelled),
+	// todos_dead (dead letters), events.
+	Purged *prometheus.CounterVec
+	// PurgeRuns counts retention runs by result (ok, error).
+	PurgeRuns *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them (plus Go and process collectors) in a fresh
@@ -94,6 +99,12 @@ func New() *Metrics {
 		ReaperRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_reaper_runs_total", Help: "Reaper runs by result.",
 		}, []string{"result"}),
+		Purged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_purged_total", Help: "Rows deleted by retention (switchboard.purge), by kind.",
+		}, []string{"kind"}),
+		PurgeRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_purge_runs_total", Help: "Retention runs by result.",
+		}, []string{"result"}),
 	}
 	// Label values known in advance start at zero, so the series exist before the first event.
 	for _, r := range []string{"buffer_full", "write"} {
@@ -104,13 +115,17 @@ func New() *Metrics {
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.ReaperRuns.WithLabelValues(r)
+		m.PurgeRuns.WithLabelValues(r)
+	}
+	for _, k := range []string{"todos_done", "todos_dead", "events"} {
+		m.Purged.WithLabelValues(k)
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.Authentications, m.Ingest,
 		m.DoorbellSent, m.DoorbellDropped, m.DoorbellReconnects, m.DoorbellRungAgain, m.DoorbellWaiting,
-		m.Reaped, m.ReaperRuns,
+		m.Reaped, m.ReaperRuns, m.Purged, m.PurgeRuns,
 	)
 	return m
 }

@@ -482,8 +482,13 @@ func TestDemo(t *testing.T) {
 	if n := scalar[int](t, conn, `SELECT count(*) FROM switchboard.humans WHERE name = 'demo'`); n != 1 {
 		t.Fatalf("%d demo humans", n)
 	}
-	if d1["endpoint_id"] == d2["endpoint_id"] || d1["credential"] == d2["credential"] {
-		t.Fatalf("demo must vend a new endpoint each run")
+	// The second run reuses the endpoint (and its webhook): no credential, a rotate hint.
+	if d2["endpoint_id"] != d1["endpoint_id"] || d2["credential"] != "" || d2["reused"] != true || d1["reused"] != false ||
+		d2["ingest_url"] != d1["ingest_url"] || d2["webhook_id"] != d1["webhook_id"] {
+		t.Fatalf("second demo = %v, want the first one's endpoint reused", d2)
+	}
+	if n := scalar[int](t, conn, `SELECT count(*) FROM switchboard.endpoints`); n != 1 {
+		t.Fatalf("%d endpoints after two demos, want 1", n)
 	}
 	slug := d1["slug"].(string)
 	cred := d1["credential"].(string)
@@ -513,10 +518,10 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo endpoint: %v %v %d %v %v", queues, verbs, max, sources, whQueues)
 	}
 
-	// Human-readable: URL, credential and the client config.
+	// Human-readable, reused: URL, the client config, and how to get a credential again.
 	r := sb(t, dsn, "demo")
 	if r.code != 0 || !strings.Contains(r.stdout, baseURL+"/mcp/demo-agent-") || !strings.Contains(r.stdout, `"mcpServers"`) ||
-		!strings.Contains(r.stdout, "Bearer sbk_") || !strings.Contains(r.stdout, "switchboard todo push") {
+		!strings.Contains(r.stdout, "switchboard endpoint rotate "+slug) || !strings.Contains(r.stdout, "switchboard todo push") {
 		t.Fatalf("demo output: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -18,7 +18,7 @@ func packageObjects(t *testing.T) (funcs, views, triggers map[string]string) {
 		re  *regexp.Regexp
 		out map[string]string
 	}{
-		{regexp.MustCompile(`(?m)^CREATE OR REPLACE FUNCTION switchboard\.(\w+)\(`), funcs},
+		{regexp.MustCompile(`(?m)^CREATE OR REPLACE (?:FUNCTION|PROCEDURE) switchboard\.(\w+)\(`), funcs},
 		{regexp.MustCompile(`(?m)^CREATE OR REPLACE VIEW switchboard\.(\w+)`), views},
 		{regexp.MustCompile(`(?m)^CREATE OR REPLACE TRIGGER (\w+)`), triggers},
 	}
