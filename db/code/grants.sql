@@ -50,6 +50,8 @@ GRANT USAGE ON SCHEMA switchboard TO switchboard_runtime, switchboard_dba;
 REVOKE ALL ON ALL TABLES IN SCHEMA switchboard FROM PUBLIC, switchboard_runtime, switchboard_dba;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA switchboard FROM PUBLIC, switchboard_runtime, switchboard_dba;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA switchboard FROM PUBLIC, switchboard_runtime, switchboard_dba;
+-- ALL FUNCTIONS leaves procedures out (purge_all): the owner and pg_cron run it, nobody else.
+REVOKE ALL ON ALL PROCEDURES IN SCHEMA switchboard FROM PUBLIC, switchboard_runtime, switchboard_dba;
 
 -- The runtime's entry points: each SQL call the server makes (server/store, server/ingest,
 -- server/webhooks, server/doorbell, the reaper). A new call in the server needs its function
