@@ -79,7 +79,8 @@ func Migrate(ctx context.Context, conn *pgx.Conn) (applied int, version int32, e
 	}
 	if int(before) > len(m.Migrations) {
 		return 0, 0, fmt.Errorf("schema version %d is newer than this binary's %d migrations: "+
-			"a database made before the migrations were squashed must be created again", before, len(m.Migrations))
+			"a database made before the migrations were squashed must be created again "+
+			"(drop it, or `make clean-db` for the private cluster)", before, len(m.Migrations))
 	}
 	if err := m.Migrate(ctx); err != nil {
 		return 0, 0, fmt.Errorf("migrate: %w", err)
