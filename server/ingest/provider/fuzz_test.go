@@ -2,6 +2,7 @@ package provider
 
 import (
 	"crypto/hmac"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -178,8 +179,52 @@ func FuzzSlackHeader(f *testing.F) {
 		if !ok || perr != nil || n < nowUnix-300 || n > nowUnix+300 || !hexEqualsMAC(hexSig, "v0:", ts, ":", string(body)) {
 			t.Fatalf("verified without a matching, fresh MAC: %q %q", sig, ts)
 		}
-		if v.DeliveryID != "" {
-			t.Fatalf("slack delivery id must be the body hash, got %q", v.DeliveryID)
+		var doc map[string]any
+		_ = json.Unmarshal(body, &doc)
+		if id, _ := doc["event_id"].(string); v.DeliveryID != "" && v.DeliveryID != id {
+			t.Fatalf("slack delivery id must be the event_id or the body hash, got %q", v.DeliveryID)
+		}
+	})
+}
+
+func standardSeeds() [][]any {
+	body := `{"type":"user.created","data":{}}`
+	h := Sign("standard", testSecret, []byte(body), testNow, "msg_1", "")
+	sig, ts := h.Get("Webhook-Signature"), h.Get("Webhook-Timestamp")
+	return [][]any{
+		{"msg_1", ts, sig, []byte(body), testNow.Unix()},
+		{"msg_1", ts, "v1,AAAA " + sig, []byte(body), testNow.Unix() + 300},
+		{"", "+1", "v1,", []byte(nil), int64(0)},
+		{"m", "99999999999999999999", "v1a,abc v2,=", []byte("{}"), int64(1 << 62)},
+	}
+}
+
+// FuzzStandardHeader: verified only if some space-separated v1 entry is the base64 MAC, under
+// the decoded key, of id.ts.body, with ts fresh.
+func FuzzStandardHeader(f *testing.F) {
+	addSeeds(f, standardSeeds)
+	key, _ := standardKey(testSecret)
+	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte, nowUnix int64) {
+		h := http.Header{"Webhook-Id": {id}, "Webhook-Timestamp": {ts}, "Webhook-Signature": {sig}}
+		v, err := Verify("standard", testSecret, Request{Header: h, Body: body, Now: time.Unix(nowUnix, 0)})
+		checkVerdict(t, "standard", v, err)
+		if err != nil {
+			return
+		}
+		want := mac(key, []byte(id+"."+ts+"."), body)
+		n, perr := strconv.ParseInt(ts, 10, 64)
+		matched := false
+		for _, e := range strings.Fields(sig) {
+			if b, ok := strings.CutPrefix(e, "v1,"); ok {
+				got, err := base64.StdEncoding.DecodeString(b)
+				matched = matched || (err == nil && hmac.Equal(got, want))
+			}
+		}
+		if id == "" || perr != nil || n < nowUnix-300 || n > nowUnix+300 || !matched {
+			t.Fatalf("verified without a matching, fresh MAC: %q %q %q", id, ts, sig)
+		}
+		if v.DeliveryID != "" && v.DeliveryID != id {
+			t.Fatalf("delivery id %q, webhook-id %q", v.DeliveryID, id)
 		}
 	})
 }
@@ -258,7 +303,7 @@ func FuzzDeliveryID(f *testing.F) {
 			case "cairn":
 				want, _ = doc["event_id"].(string)
 			case "slack":
-				want = ""
+				want, _ = doc["event_id"].(string)
 			}
 			if v.DeliveryID != "" && v.DeliveryID != want {
 				t.Fatalf("%s: delivery id %q, want %q or body hash", source, v.DeliveryID, want)
@@ -324,6 +369,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		"FuzzStripeHeader":      stripeSeeds,
 		"FuzzSlackHeader":       slackSeeds,
 		"FuzzCairnHeader":       cairnSeeds,
+		"FuzzStandardHeader":    standardSeeds,
 		"FuzzDeliveryID":        deliverySeeds,
 		"FuzzGenericDeliveryID": genericSeeds,
 	}

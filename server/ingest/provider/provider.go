@@ -13,7 +13,7 @@ import (
 )
 
 // Sources known to switchboard; signed ones need a secret.
-var Sources = []string{"github", "gitea", "stripe", "slack", "cairn", "generic"}
+var Sources = []string{"github", "gitea", "stripe", "slack", "cairn", "standard", "generic"}
 
 // Trust modes. Nothing weaker than "token" exists: an unknown source has no mode at all.
 const (
@@ -24,7 +24,7 @@ const (
 // TrustMode derives the trust mode from the source type; "" means the source is unknown.
 func TrustMode(source string) string {
 	switch source {
-	case "github", "gitea", "stripe", "slack", "cairn":
+	case "github", "gitea", "stripe", "slack", "cairn", "standard":
 		return ModeSigned
 	case "generic":
 		return ModeToken
@@ -50,6 +50,11 @@ type Verdict struct {
 	BadDeliveryID bool
 	EventType     string
 	Title         string // human-legible todo title, ≤ 200 bytes, one line
+	// Handshake marks a verified delivery that is the sender checking the URL (Slack's
+	// url_verification, a forge's ping), not work: it is stored, but no todo is made.
+	Handshake bool
+	// Challenge is what Slack expects back, verbatim, as the 200 body of a url_verification.
+	Challenge string
 }
 
 var (
@@ -84,6 +89,8 @@ func Verify(source string, secret []byte, r Request) (Verdict, error) {
 		v, err = verifySlack(secret, r)
 	case "cairn":
 		v, err = verifyCairn(secret, r)
+	case "standard":
+		v, err = verifyStandard(secret, r)
 	case "generic":
 		v = verifyGeneric(r)
 	}
@@ -105,4 +112,19 @@ func IdempotencyKey(webhookID string, v Verdict, body []byte) string {
 		id = hex.EncodeToString(sum[:])
 	}
 	return webhookID + ":" + id
+}
+
+// Body caps, as each provider can send: GitHub caps its payloads at 25 MB, and no other source
+// documents more than DefaultMaxBody. These are the defaults of the ingest_max_body_* settings.
+const (
+	DefaultMaxBody = 5 << 20
+	GitHubMaxBody  = 25 << 20
+)
+
+// MaxBody is the default body cap of a source type.
+func MaxBody(source string) int64 {
+	if source == "github" {
+		return GitHubMaxBody
+	}
+	return DefaultMaxBody
 }

@@ -256,12 +256,26 @@ func TestSlack(t *testing.T) {
 	form := "command=%2Fdeploy&text=prod"
 	runCases(t, "slack", []tc{
 		{name: "valid event callback", header: h, body: body, check: func(t *testing.T, v Verdict) {
-			expect(t, v, true, "slack v0 hmac-sha256 ok", "", "app_mention", "slack app_mention")
+			expect(t, v, true, "slack v0 hmac-sha256 ok", "Ev1", "app_mention", "slack app_mention")
+			if v.Handshake || v.Challenge != "" {
+				t.Fatalf("an event is no handshake: %+v", v)
+			}
 		}},
 		{name: "url verification", header: slackHeaders(testSecret, ts, `{"type":"url_verification","challenge":"c"}`), body: `{"type":"url_verification","challenge":"c"}`,
 			check: func(t *testing.T, v Verdict) {
 				expect(t, v, true, "slack v0 hmac-sha256 ok", "", "url_verification", "slack url_verification")
+				if !v.Handshake || v.Challenge != "c" {
+					t.Fatalf("handshake %v, challenge %q", v.Handshake, v.Challenge)
+				}
 			}},
+		{name: "url verification with an unusable challenge answers empty", header: slackHeaders(testSecret, ts, `{"type":"url_verification","challenge":"a\nb"}`),
+			body: `{"type":"url_verification","challenge":"a\nb"}`,
+			check: func(t *testing.T, v Verdict) {
+				if !v.Handshake || v.Challenge != "" {
+					t.Fatalf("handshake %v, challenge %q", v.Handshake, v.Challenge)
+				}
+			}},
+		{name: "unsigned url verification", header: with(h, "X-Slack-Signature", ""), body: `{"type":"url_verification","challenge":"c"}`, want: ErrUnauthorized},
 		{name: "event callback without inner type", header: slackHeaders(testSecret, ts, `{"type":"event_callback"}`), body: `{"type":"event_callback"}`,
 			check: func(t *testing.T, v Verdict) {
 				expect(t, v, true, "slack v0 hmac-sha256 ok", "", "event_callback", "slack event_callback")
@@ -443,14 +457,16 @@ func TestSanitizeHeaders(t *testing.T) {
 
 func TestSignVerifyRoundTrip(t *testing.T) {
 	bodies := map[string]string{
-		"github":  `{"repository":{"full_name":"o/r"}}`,
-		"gitea":   `{"repository":{"full_name":"o/r"}}`,
-		"stripe":  `{"id":"evt_9","type":"charge.succeeded"}`,
-		"slack":   `{"type":"event_callback","event":{"type":"message"}}`,
-		"cairn":   cairnBody("ce_rt", testNow.Format(time.RFC3339), `,"title":"T"`),
-		"generic": `{"anything":true}`,
+		"github":   `{"repository":{"full_name":"o/r"}}`,
+		"gitea":    `{"repository":{"full_name":"o/r"}}`,
+		"stripe":   `{"id":"evt_9","type":"charge.succeeded"}`,
+		"slack":    `{"type":"event_callback","event":{"type":"message"}}`,
+		"cairn":    cairnBody("ce_rt", testNow.Format(time.RFC3339), `,"title":"T"`),
+		"standard": `{"type":"invoice.paid","data":{}}`,
+		"generic":  `{"anything":true}`,
 	}
-	wantID := map[string]string{"github": "dlv", "gitea": "dlv", "stripe": "evt_9", "slack": "", "cairn": "ce_rt", "generic": "dlv"}
+	wantID := map[string]string{"github": "dlv", "gitea": "dlv", "stripe": "evt_9", "slack": "", "cairn": "ce_rt",
+		"standard": "dlv", "generic": "dlv"}
 	for _, s := range Sources {
 		secret := testSecret
 		if s == "generic" {

@@ -10,7 +10,8 @@ import (
 // Sign produces the headers a real provider would send for body (used by tests, benchmarks and
 // demo curl lines). deliveryID and eventType fill the provider headers where the provider puts
 // them in headers; stripe and cairn carry them in the body, which Sign leaves alone (except that
-// cairn also echoes a non-empty deliveryID in X-Cairn-Event-Id). Unknown sources get no headers.
+// cairn also echoes a non-empty deliveryID in X-Cairn-Event-Id). standard signs deliveryID as
+// its webhook-id with the decoded whsec_ key. Unknown sources get no headers.
 func Sign(source string, secret []byte, body []byte, now time.Time, deliveryID, eventType string) http.Header {
 	h := http.Header{}
 	set := func(name, value string) {
@@ -36,6 +37,11 @@ func Sign(source string, secret []byte, body []byte, now time.Time, deliveryID, 
 	case "cairn":
 		h.Set("X-Cairn-Signature", "sha256="+hex.EncodeToString(mac(secret, body)))
 		set("X-Cairn-Event-Id", deliveryID)
+	case "standard":
+		ts, sig := signStandard(secret, body, now, deliveryID)
+		h.Set("Webhook-Id", deliveryID)
+		h.Set("Webhook-Timestamp", ts)
+		h.Set("Webhook-Signature", sig)
 	case "generic":
 		set("X-Delivery-Id", deliveryID)
 		set("X-Event-Type", eventType)

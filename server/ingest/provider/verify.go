@@ -100,6 +100,9 @@ func verifyForge(source string, secret []byte, r Request, sigHeader, prefix, idH
 		BadDeliveryID: bad,
 		EventType:     event,
 		Title:         forgeTitle(source, event, r.Body),
+		// Both forges send "ping" once when a hook is created (and on "test delivery"): it
+		// proves the URL and the secret, and is nothing for an agent to do.
+		Handshake: event == "ping",
 	}, nil
 }
 
@@ -192,24 +195,32 @@ func verifySlack(secret []byte, r Request) (Verdict, error) {
 	if !fresh(unix, r.Now) {
 		return Verdict{}, errStale
 	}
-	// Slack slash commands and interactivity post form bodies, not JSON: the body is not needed
-	// for the delivery id (the body hash), so a non-JSON body just has no event type.
+	// Slack slash commands and interactivity post form bodies, not JSON: without an event_id the
+	// delivery id is the body hash, so a non-JSON body just has no event type.
+	v := Verdict{Verified: true, VerifyDetail: "slack v0 hmac-sha256 ok"}
 	typ := ""
 	if body, ok := parseObject(r.Body); ok {
 		typ, _ = body.str("type")
-		if typ == "event_callback" {
+		switch typ {
+		case "url_verification":
+			// Setting the Events API Request URL: Slack accepts the URL only if the 200 answer
+			// is the challenge. An unusable challenge answers empty, which Slack rejects.
+			v.Handshake = true
+			challenge, _ := body.str("challenge")
+			v.Challenge, _ = usableID(challenge)
+		case "event_callback":
 			if inner, ok := body.obj("event").str("type"); ok && inner != "" {
 				typ = inner
 			}
 		}
+		// A retry (X-Slack-Retry-Num) repeats the event_id; deduplicating on it holds even
+		// if a retried body ever differs from the first (event_callback, app_rate_limited).
+		id, _ := body.str("event_id")
+		v.DeliveryID, v.BadDeliveryID = usableID(id)
 	}
-	typ = cleanEvent(typ)
-	return Verdict{
-		Verified:     true,
-		VerifyDetail: "slack v0 hmac-sha256 ok",
-		EventType:    typ,
-		Title:        join("slack", typ),
-	}, nil
+	v.EventType = cleanEvent(typ)
+	v.Title = join("slack", v.EventType)
+	return v, nil
 }
 
 func verifyCairn(secret []byte, r Request) (Verdict, error) {
