@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 	"unicode"
@@ -50,10 +51,9 @@ func (o object) obj(key string) object {
 	return inner
 }
 
-// integer returns a member that is a plain non-negative JSON integer, as its digits.
-func (o object) integer(key string) string {
-	raw := string(o[key])
-	if raw == "" || len(raw) > 20 {
+// digits returns a raw JSON value that is a plain non-negative integer, as its digits.
+func digits(raw json.RawMessage) string {
+	if len(raw) == 0 || len(raw) > 20 {
 		return ""
 	}
 	for _, c := range raw {
@@ -61,7 +61,7 @@ func (o object) integer(key string) string {
 			return ""
 		}
 	}
-	return raw
+	return string(raw)
 }
 
 // usableID keeps a delivery id only if it can serve in an idempotency key: at most 256 bytes,
@@ -121,25 +121,44 @@ func generic(event string) string {
 	return clean("generic delivery: "+clean(event, maxTitlePart), maxTitle)
 }
 
+// forgeFields are the members a forge title needs. Decoding into them skips every other member
+// without copying it, where a map of raw members would copy the whole body (a 20 MiB push, 20 MiB
+// more). encoding/json falls back to a case-insensitive match when no exact key exists; for a
+// title that is harmless, which is why no delivery id is read this way.
+type forgeFields struct {
+	Repository struct {
+		FullName string `json:"full_name"`
+	} `json:"repository"`
+	Number      json.RawMessage `json:"number"`
+	PullRequest struct {
+		Number json.RawMessage `json:"number"`
+	} `json:"pull_request"`
+	Issue struct {
+		Number json.RawMessage `json:"number"`
+	} `json:"issue"`
+}
+
 // forgeTitle is "<source> <event>: <owner/repo>[ #<n>]" for github and gitea.
 func forgeTitle(source, event string, rawBody []byte) string {
 	title := join(source, event)
-	body, ok := parseObject(rawBody)
-	if !ok {
+	var body forgeFields
+	// A member of the wrong type is skipped and the rest still decoded, so the error only
+	// matters when the body is not JSON at all.
+	var syntax *json.SyntaxError
+	if err := json.Unmarshal(rawBody, &body); errors.As(err, &syntax) {
 		// Both forges can post application/x-www-form-urlencoded with the JSON in "payload".
 		if form, err := url.ParseQuery(string(rawBody)); err == nil {
-			body, _ = parseObject([]byte(form.Get("payload")))
+			_ = json.Unmarshal([]byte(form.Get("payload")), &body)
 		}
 	}
-	repo, _ := body.obj("repository").str("full_name")
-	subject := clean(repo, maxTitlePart)
+	subject := clean(body.Repository.FullName, maxTitlePart)
 	if event == "pull_request" || event == "issues" {
-		n := body.integer("number")
+		n := digits(body.Number)
 		if n == "" {
-			n = body.obj("pull_request").integer("number")
+			n = digits(body.PullRequest.Number)
 		}
 		if n == "" {
-			n = body.obj("issue").integer("number")
+			n = digits(body.Issue.Number)
 		}
 		if n != "" {
 			subject = strings.TrimSpace(subject + " #" + n)
