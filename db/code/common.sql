@@ -45,8 +45,22 @@ COMMENT ON FUNCTION switchboard.new_token(text) IS 'Prefix plus 244 random bits 
 -- Trust is switchboard's decision, from the source type alone; no input can change it.
 CREATE OR REPLACE FUNCTION switchboard.trust_mode(p_source_type text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN p_source_type IN ('github', 'gitea', 'stripe', 'slack', 'cairn') THEN 'signed'
+    SELECT CASE WHEN p_source_type IN ('github', 'gitea', 'stripe', 'slack', 'cairn', 'standard') THEN 'signed'
                 WHEN p_source_type = 'generic' THEN 'token' END
 $$;
 COMMENT ON FUNCTION switchboard.trust_mode(text) IS
-  'signed for github gitea stripe slack cairn (HMAC-verified), token for generic; NULL for unknown types.';
+  'signed for github gitea stripe slack cairn standard (HMAC-verified), token for generic; NULL for unknown types.';
+
+-- The server mints 32 random bytes as whsec_<hex>: the HMAC key, as a string, of every signed
+-- type but one. Standard Webhooks secrets are whsec_<base64 of the key bytes> (its senders and
+-- libraries decode them), so for standard the same bytes are written in base64. A secret in any
+-- other form is kept as given.
+CREATE OR REPLACE FUNCTION switchboard.signing_secret(p_source_type text, p_minted text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN switchboard.trust_mode(p_source_type) IS DISTINCT FROM 'signed' THEN NULL
+                WHEN p_source_type = 'standard' AND p_minted ~ '^whsec_[0-9a-f]{64}$'
+                THEN 'whsec_' || encode(decode(substr(p_minted, 7), 'hex'), 'base64')
+                ELSE p_minted END
+$$;
+COMMENT ON FUNCTION switchboard.signing_secret(text, text) IS
+  'The secret a webhook of this source type keeps: NULL for token types; for standard, a minted whsec_<64 hex> becomes whsec_<base64> of the same 32 bytes.';

@@ -22,7 +22,17 @@ INSERT INTO switchboard.settings AS s (key, value, min_value, max_value, integra
     ('retain_done_days',        7,       0,    36500,  false, 'days a done or cancelled todo is kept before purge() deletes it'),
     ('retain_dead_days',        30,      0,    36500,  false, 'days a dead letter is kept before purge() deletes it'),
     ('retain_events_days',      14,      0,    36500,  false, 'days a webhook event is kept (longer while any of its todos is kept)'),
-    ('purge_batch_size',        1000,    1,    100000, true,  'rows purge() deletes per kind and batch (each batch one short transaction)')
+    ('purge_batch_size',        1000,    1,    100000, true,  'rows purge() deletes per kind and batch (each batch one short transaction)'),
+    -- Body caps per source type, as each provider can send: GitHub caps payloads at 25 MB, no
+    -- other documents more than 5 MiB. Larger: 413, nothing stored. Read with the webhook, so a
+    -- change reaches a receiver that has the webhook cached within a minute.
+    ('ingest_max_body_github',  26214400, 1024, 26214400, true, 'largest github delivery body accepted, in bytes'),
+    ('ingest_max_body_gitea',   5242880, 1024, 26214400, true,  'largest gitea delivery body accepted, in bytes'),
+    ('ingest_max_body_stripe',  5242880, 1024, 26214400, true,  'largest stripe delivery body accepted, in bytes'),
+    ('ingest_max_body_slack',   5242880, 1024, 26214400, true,  'largest slack delivery body accepted, in bytes'),
+    ('ingest_max_body_cairn',   5242880, 1024, 26214400, true,  'largest cairn delivery body accepted, in bytes'),
+    ('ingest_max_body_standard', 5242880, 1024, 26214400, true, 'largest standard (Standard Webhooks) delivery body accepted, in bytes'),
+    ('ingest_max_body_generic', 5242880, 1024, 26214400, true,  'largest generic delivery body accepted, in bytes')
 ON CONFLICT (key) DO UPDATE
     SET min_value   = excluded.min_value,
         max_value   = excluded.max_value,

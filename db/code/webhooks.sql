@@ -95,7 +95,7 @@ BEGIN
     END IF;
     INSERT INTO switchboard.webhooks (endpoint_id, source_type, trust_mode, target_queue, ingest_token, signing_secret)
     VALUES (p_endpoint, p_source_type, switchboard.trust_mode(p_source_type), p_target_queue, p_ingest_token,
-            CASE WHEN switchboard.trust_mode(p_source_type) = 'signed' THEN p_signing_secret END)
+            switchboard.signing_secret(p_source_type, p_signing_secret))
     RETURNING * INTO w;
     RETURN switchboard.webhook_json(w)
         || jsonb_strip_nulls(jsonb_build_object('signing_secret', w.signing_secret));
@@ -115,7 +115,7 @@ BEGIN
     END IF;
     UPDATE switchboard.webhooks
        SET ingest_token   = p_ingest_token,
-           signing_secret = CASE WHEN trust_mode = 'signed' THEN p_signing_secret END,
+           signing_secret = switchboard.signing_secret(source_type, p_signing_secret),
            rotated_at     = now()
      WHERE id = w.id
     RETURNING * INTO w;
@@ -193,23 +193,25 @@ $$;
 COMMENT ON FUNCTION switchboard.webhook_targets(uuid) IS
   'Live delivery targets of a webhook: owner (if active), then routes in grant order whose endpoint is active and whose friend edge (owner human -> target human) is approved.';
 
--- What the receiver needs before verifying: the webhook behind an ingest token, with its secret
--- and rules. Rotated and deleted tokens find nothing.
+-- What the receiver needs before reading the body: the webhook behind an ingest token, with its
+-- secret, its rules and the body cap of its source type. Rotated and deleted tokens find nothing.
 -- PL/pgSQL for the reason endpoint_resolve is (identity.sql).
 CREATE OR REPLACE FUNCTION switchboard.webhook_by_token(p_token text)
 RETURNS TABLE (webhook_id uuid, endpoint_id uuid, source_type text, trust_mode text, signing_secret text,
-               target_queue text, rules jsonb, default_action jsonb, rule_params jsonb, rules_version bigint)
+               target_queue text, rules jsonb, default_action jsonb, rule_params jsonb, rules_version bigint,
+               max_body bigint)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN QUERY
     SELECT w.id, w.endpoint_id, w.source_type, w.trust_mode, w.signing_secret, w.target_queue,
-           w.rules, w.default_action, w.rule_params, w.rules_version
+           w.rules, w.default_action, w.rule_params, w.rules_version,
+           (SELECT s.value FROM switchboard.settings s WHERE s.key = 'ingest_max_body_' || w.source_type)::bigint
       FROM switchboard.webhooks w
      WHERE w.ingest_token = p_token;
 END
 $$;
 COMMENT ON FUNCTION switchboard.webhook_by_token(text) IS
-  'Receiver lookup by ingest token (live webhooks only), including the signing secret and the rule list version.';
+  'Receiver lookup by ingest token (live webhooks only): the signing secret, the rule list version and the body cap of its source type (setting ingest_max_body_<source>).';
 
 -- The receiver's answer for a delivery that was already stored: its todos, none created.
 CREATE OR REPLACE FUNCTION switchboard.redelivery(w switchboard.webhooks, p_event bigint) RETURNS jsonb

@@ -29,20 +29,13 @@ import (
 	"switchboard/server/store"
 )
 
-// MaxBody is the largest delivery accepted by default; larger ones get 413 and nothing is stored.
-const MaxBody = 5 << 20
+// MaxBody is the body cap of most source types; larger deliveries get 413 and nothing is stored.
+const MaxBody = provider.DefaultMaxBody
 
-// bodyLimits are the per-source caps that differ from MaxBody (source type → bytes). The cap is
-// looked up from the resolved webhook before a byte of the body is read.
-var bodyLimits = map[string]int64{}
-
-// BodyLimit is the largest body accepted for a source type.
-func BodyLimit(source string) int64 {
-	if n, ok := bodyLimits[source]; ok {
-		return n
-	}
-	return MaxBody
-}
+// BodyLimit is the default body cap of a source type (github 25 MiB, the others MaxBody). The
+// settings ingest_max_body_<source> change it; the receiver reads them with the webhook
+// (bodyLimit), before a byte of the body is read.
+func BodyLimit(source string) int64 { return provider.MaxBody(source) }
 
 // releaseAfter is the payload size above which the receiver makes its connection drop its copy
 // of the query arguments at once, with releaseSQL (see store).
@@ -91,6 +84,7 @@ type webhook struct {
 	Secret                                         *string
 	Rules, DefaultAction, Params                   []byte
 	RulesVersion                                   int64
+	MaxBody                                        int64 // cap of the source type; 0: the provider default
 }
 
 // ServeHTTP decides before it reads: the token is resolved (from the remembered webhooks or
@@ -152,9 +146,9 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	source = hook.Source
 	log := rc.log.With("webhook_id", hook.ID, "source", hook.Source)
 
-	limit := BodyLimit(hook.Source)
+	limit := bodyLimit(hook)
 	if r.ContentLength > limit {
-		refuse(tooLarge(limit))
+		refuse(tooLarge(limit, hook.Source))
 		return
 	}
 	reserve := r.ContentLength
@@ -172,7 +166,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r.Body, r.ContentLength, limit)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
-			refuse(tooLarge(limit))
+			refuse(tooLarge(limit, hook.Source))
 			return
 		}
 		fail(http.StatusBadRequest, "invalid_argument", "could not read body")
@@ -203,6 +197,11 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, verdict := a.res, a.verdict
+	if answerChallenge(w, source, res, verdict) {
+		status = http.StatusOK
+		log.InfoContext(ctx, "ingest handshake", "status", status, "event_id", res.EventID, "duplicate", res.Duplicate)
+		return
+	}
 
 	out := map[string]any{
 		"todos": res.Todos, "created": res.Created, "verified": verdict.Verified, "trust_mode": res.TrustMode,
@@ -212,6 +211,8 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out["dropped"] = true
 	case "faulted":
 		out["faulted"] = true
+	case DispositionHandshake:
+		out["handshake"] = true
 	}
 	if d.sanitized {
 		out["sanitized"] = true
@@ -238,11 +239,6 @@ func plausibleToken(s string) bool {
 		}
 	}
 	return true
-}
-
-func tooLarge(limit int64) *refusal {
-	return &refusal{status: http.StatusRequestEntityTooLarge, code: "payload_too_large",
-		message: fmt.Sprintf("body exceeds %d MiB", limit>>20)}
 }
 
 var errTooLarge = errors.New("body too large")
@@ -382,14 +378,7 @@ func (rc *Receiver) attempt(ctx context.Context, d *delivery, hook *webhook, fre
 		return o
 	}
 
-	decision := rc.route(ctx, hook, o.verdict, d.headers, d.contentType, d.body)
-	disposition := "delivered"
-	switch {
-	case decision.Faulted:
-		disposition = "faulted"
-	case decision.Drop:
-		disposition = "dropped"
-	}
+	decision, disposition := rc.decide(ctx, hook, o.verdict, d)
 	o.res, err = rc.store(ctx, d, hook, o.verdict, disposition, decision)
 	code := ""
 	if err != nil {
@@ -422,10 +411,10 @@ func (rc *Receiver) lookup(ctx context.Context, token string) (*webhook, error) 
 	var h webhook
 	err := rc.pool.QueryRow(ctx,
 		`SELECT webhook_id, endpoint_id, source_type, trust_mode, signing_secret, target_queue,
-		        rules, default_action, rule_params, rules_version
+		        rules, default_action, rule_params, rules_version, coalesce(max_body, 0)
 		   FROM switchboard.webhook_by_token($1)`, token).
 		Scan(&h.ID, &h.EndpointID, &h.Source, &h.TrustMode, &h.Secret, &h.TargetQueue,
-			&h.Rules, &h.DefaultAction, &h.Params, &h.RulesVersion)
+			&h.Rules, &h.DefaultAction, &h.Params, &h.RulesVersion, &h.MaxBody)
 	if err != nil {
 		return nil, err
 	}

@@ -73,9 +73,12 @@ func Tools(s *Service) []api.Tool {
 		{
 			Name: "create_webhook",
 			Description: "Create an inbound webhook within your ceiling. Returns its ingest URL and, for signed " +
-				"source types, the signing secret - shown only here and by rotate_webhook.",
+				"source types, the signing secret - shown only here and by rotate_webhook. source_type standard is " +
+				"Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature v1; whsec_ secret), as sent by " +
+				"OpenAI, Clerk, Resend, Supabase and every Svix-based sender; generic is token-only, unverified.",
 			Input: api.Object(props{
-				"source_type":  api.Enum("who sends the deliveries", "github", "gitea", "stripe", "slack", "cairn", "generic"),
+				"source_type": api.Enum("who sends the deliveries", "github", "gitea", "stripe", "slack", "cairn",
+					"standard", "generic"),
 				"target_queue": api.String("queue the deliveries land in (one of your ceiling's queues)"),
 			}, "source_type", "target_queue"),
 			Output:  webhookOut(),

@@ -5,7 +5,7 @@ import (
 )
 
 type CreateWebhookIn struct {
-	SourceType  string `json:"source_type" jsonschema:"one of github, gitea, stripe, slack, cairn, generic (within your ceiling)"`
+	SourceType  string `json:"source_type" jsonschema:"one of github, gitea, stripe, slack, cairn, standard, generic (within your ceiling)"`
 	TargetQueue string `json:"target_queue" jsonschema:"queue deliveries land in (within your ceiling)"`
 }
 

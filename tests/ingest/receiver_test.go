@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server/ingest"
+	"switchboard/server/ingest/provider"
 	"switchboard/server/rules"
 	"switchboard/tests/testdb"
 )
@@ -101,7 +102,7 @@ func vend(t *testing.T, humanName string) string {
 	var id string
 	err := pool.QueryRow(context.Background(),
 		`SELECT switchboard.endpoint_vend($1, $2, sha256($3::bytea), 'sbk_test', '{inbox,ops}', NULL, 20,
-		        '{github,gitea,stripe,slack,cairn,generic}', '{inbox,ops}') ->> 'endpoint_id'`,
+		        '{github,gitea,stripe,slack,cairn,standard,generic}', '{inbox,ops}') ->> 'endpoint_id'`,
 		humanName, "agent-"+randHex(3), []byte(randHex(16))).Scan(&id)
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +372,7 @@ func TestConcurrentRedeliveriesMakeOneTodo(t *testing.T) {
 func TestOversizeUnknownRotatedDeleted(t *testing.T) {
 	ep := vend(t, human(t))
 	h := newHook(t, ep, "generic")
-	big := bytes.Repeat([]byte("a"), ingest.MaxBody+1)
+	big := bytes.Repeat([]byte("a"), provider.DefaultMaxBody+1)
 	if r := post(t, h.token, big, http.Header{}); r.status != 413 {
 		t.Fatalf("oversized: %d", r.status)
 	}

@@ -207,7 +207,7 @@ func verifySlack(secret []byte, r Request) (Verdict, error) {
 			// is the challenge. An unusable challenge answers empty, which Slack rejects.
 			v.Handshake = true
 			challenge, _ := body.str("challenge")
-			v.Challenge, _ = usableID(challenge)
+			v.Challenge = plainChallenge(challenge)
 		case "event_callback":
 			if inner, ok := body.obj("event").str("type"); ok && inner != "" {
 				typ = inner
@@ -286,4 +286,18 @@ func verifyGeneric(r Request) Verdict {
 		EventType:     event,
 		Title:         generic(event),
 	}
+}
+
+// plainChallenge passes a Slack challenge through only when it is short printable ASCII (Slack's
+// are about 50 letters and digits), since it is echoed verbatim as the response body.
+func plainChallenge(s string) string {
+	if len(s) > 256 {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return ""
+		}
+	}
+	return s
 }
