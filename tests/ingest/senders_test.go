@@ -326,3 +326,22 @@ func TestStandardWebhooks(t *testing.T) {
 		t.Fatalf("the old secret alone after rotation: %d", r.status)
 	}
 }
+
+func TestBodyCapIsASetting(t *testing.T) {
+	mustExec(t, `SELECT switchboard.settings_set('ingest_max_body_generic', 2048)`)
+	defer mustExec(t, `SELECT switchboard.settings_set('ingest_max_body_generic', 5242880)`)
+	ep := vend(t, human(t))
+	h := newHook(t, ep, "generic")
+	r := post(t, h.token, bigPush(4096), delivery("generic", "", nil, time.Now(), "cap-1"))
+	msg, _ := r.body["error"].(map[string]any)
+	if r.status != 413 || msg["message"] != "body exceeds 2048 bytes, the limit for generic webhooks" || events(t, h) != 0 {
+		t.Fatalf("over the set cap: %d %v", r.status, r.body)
+	}
+	if r := post(t, h.token, bigPush(2048), delivery("generic", "", nil, time.Now(), "cap-2")); r.status != 202 {
+		t.Fatalf("at the set cap: %d %v", r.status, r.body)
+	}
+	// The range check of the settings table bounds it.
+	if _, err := pool.Exec(context.Background(), `SELECT switchboard.settings_set('ingest_max_body_github', 26214401)`); err == nil {
+		t.Fatal("a cap over 25 MiB was accepted")
+	}
+}

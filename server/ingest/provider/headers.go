@@ -18,6 +18,7 @@ var secretHeaders = map[string]bool{
 	"stripe-signature":    true,
 	"x-slack-signature":   true,
 	"x-cairn-signature":   true,
+	"webhook-signature":   true,
 	"authorization":       true,
 	"cookie":              true,
 	"x-api-key":           true,
