@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -36,19 +35,6 @@ const MaxBody = provider.DefaultMaxBody
 // settings ingest_max_body_<source> change it; the receiver reads them with the webhook
 // (bodyLimit), before a byte of the body is read.
 func BodyLimit(source string) int64 { return provider.MaxBody(source) }
-
-// releaseAfter is the payload size above which the receiver makes its connection drop its copy
-// of the query arguments at once, with releaseSQL (see store).
-const releaseAfter = 256 << 10
-
-// releaseSQL is a query of n null int arguments.
-func releaseSQL(n int) string {
-	p := make([]string, n)
-	for i := range p {
-		p[i] = fmt.Sprintf("$%d::int", i+1)
-	}
-	return "SELECT " + strings.Join(p, ", ")
-}
 
 // MaxDeliveryID is the longest delivery id accepted (longer ones are refused with 422).
 const MaxDeliveryID = 256
@@ -490,29 +476,11 @@ func (rc *Receiver) store(ctx context.Context, d *delivery, hook *webhook, v pro
 	if err != nil {
 		return nil, err
 	}
-	var queue *string
-	if dec.Queue != "" {
-		queue = &dec.Queue
-	}
-	conn, err := rc.pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
-	var raw []byte
-	args := []any{hook.ID, provider.IdempotencyKey(hook.ID, v, d.body), nullable(v.EventType), v.Verified,
-		v.VerifyDetail, nullable(d.contentType), len(d.body), d.payload, headersJSON, v.Title, disposition, traceJSON,
-		queue, dec.Endpoints, d.token, hook.RulesVersion}
-	err = conn.QueryRow(ctx,
-		`SELECT switchboard.ingest_if_current($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		args...).Scan(&raw)
-	if len(d.payload) > releaseAfter {
-		// pgx keeps a query's encoded arguments (slices of one buffer, as large as the body)
-		// on its connection until its next query overwrites them, so each pooled connection
-		// would hold on to the last large body it sent: 60 MB live after a burst of 5 MiB
-		// deliveries. A query with as many (null) arguments overwrites them all.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), releaseSQL(len(args)), make([]any, len(args))...)
-	}
+	raw, err := callIngest(ctx, rc.pool, [][]byte{
+		textParam(hook.ID), textParam(provider.IdempotencyKey(hook.ID, v, d.body)), nullableParam(v.EventType),
+		boolParam(v.Verified), textParam(v.VerifyDetail), nullableParam(d.contentType), intParam(int64(len(d.body))),
+		d.payload, headersJSON, textParam(v.Title), textParam(disposition), traceJSON,
+		nullableParam(dec.Queue), uuidArrayParam(dec.Endpoints), textParam(d.token), intParam(hook.RulesVersion)})
 	if err != nil {
 		return nil, err
 	}
@@ -540,11 +508,4 @@ func storedPayload(body []byte, rep safejson.Report) (payload []byte, sanitized 
 		return b, changed
 	}
 	return nil, false
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
