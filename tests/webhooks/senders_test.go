@@ -95,3 +95,28 @@ func hmacOf(secret, msg string) []byte {
 	m.Write([]byte(msg))
 	return m.Sum(nil)
 }
+
+// A 20 MiB push, as GitHub may send, reaches the agent whole through claim_next.
+func TestLargeGitHubPushIsClaimableThroughMCP(t *testing.T) {
+	ep := vend(t, human(t), grant{webhookMax: 1, sources: []string{"github"}, webhookQueues: []string{"inbox"}})
+	a := connect(t, ep)
+	w := a.createWebhook("github", "inbox")
+	pad := strings.Repeat("x", 20<<20-200)
+	body := `{"ref":"refs/heads/main","repository":{"full_name":"octo/monorepo"},"pad":"` + pad + `"}`
+	d := github(t, w.IngestURL, w.SigningSecret, "push", []byte(body))
+	if d.Status != 202 || d.Created != 1 {
+		t.Fatalf("20 MiB push: %d %.200s", d.Status, d.Raw)
+	}
+	var claimed struct {
+		Todo struct {
+			ID      string `json:"id"`
+			Payload struct {
+				Pad string `json:"pad"`
+			} `json:"payload"`
+		} `json:"todo"`
+	}
+	a.into("claim_next", obj{}, &claimed)
+	if claimed.Todo.ID != d.ID || claimed.Todo.Payload.Pad != pad {
+		t.Fatalf("claim_next: id %q (want %q), pad %d bytes", claimed.Todo.ID, d.ID, len(claimed.Todo.Payload.Pad))
+	}
+}
