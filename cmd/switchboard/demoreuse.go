@@ -74,5 +74,5 @@ func existingDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, bool, error) {
 
 // rotateHint is what the reused demo prints instead of the credential.
 func rotateHint(slug string) string {
-	return "not shown again (it is stored hashed); print a new one with: switchboard endpoint rotate " + slug
+	return "not shown again (it is stored hashed); print a new one with (DATABASE_URL exported as below): " + selfPath() + " endpoint rotate " + slug
 }
