@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"switchboard/tests/e2e/agentclient"
+	"switchboard/tests/testproc"
 )
 
 // haproxyBinary is SWITCHBOARD_HAPROXY (make test installs HAProxy and sets it), else haproxy
@@ -61,7 +62,7 @@ func startHAProxy(t *testing.T, front string, replicas ...string) string {
 	}
 	cmd := exec.Command(haproxyBinary(t), "-db", "-f", path) // -db: foreground
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := &lockedBuffer{}
+	out := &testproc.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func startHAProxy(t *testing.T, front string, replicas ...string) string {
 // stops mid-session its agent initializes again through the balancer and loses no todo.
 func TestReplicasBehindHAProxy(t *testing.T) {
 	haproxyBinary(t) // skip early when it is missing
-	bin := switchboardBinary(t)
+	bin := testproc.Switchboard(t)
 	e := newEnv(t)
 	r1, term1 := serveProcess(t, bin, e.dsn)
 	r2, term2 := serveProcess(t, bin, e.dsn)

@@ -1,72 +1,23 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-	buildOut  []byte
+	"switchboard/tests/testproc"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testproc.Cleanup()
 	os.Exit(code)
-}
-
-// switchboardBinary builds cmd/switchboard once per test run.
-func switchboardBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "switchboard-e2e-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "switchboard")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		cmd := exec.Command(gobin, "build", "-o", binPath, "switchboard/cmd/switchboard")
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("build switchboard: %v\n%s", buildErr, buildOut)
-	}
-	return binPath
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // serveProcess runs `switchboard serve` on a free loopback port. term sends SIGTERM and
@@ -82,7 +33,7 @@ func serveProcess(t *testing.T, bin, dsn string) (in *instance, term func() int)
 	cmd := exec.Command(bin, "serve")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the test
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "SWITCHBOARD_ADDR="+addr, "SWITCHBOARD_REAPER_INTERVAL=1s")
-	out := &lockedBuffer{}
+	out := &testproc.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -121,7 +72,7 @@ func serveProcess(t *testing.T, bin, dsn string) (in *instance, term func() int)
 // Two `switchboard serve` processes on one database: a todo pushed with `switchboard todo push`
 // rings the agent on whichever process it is connected to. SIGTERM then ends each one cleanly.
 func TestTwoServeProcesses(t *testing.T) {
-	bin := switchboardBinary(t)
+	bin := testproc.Switchboard(t)
 	e := newEnv(t)
 	p1, term1 := serveProcess(t, bin, e.dsn)
 	p2, term2 := serveProcess(t, bin, e.dsn)

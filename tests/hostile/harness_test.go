@@ -20,11 +20,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,56 +30,13 @@ import (
 
 	"switchboard/server/store"
 	"switchboard/tests/testdb"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-	buildOut  []byte
+	"switchboard/tests/testproc"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testproc.Cleanup()
 	os.Exit(code)
-}
-
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "switchboard-hostile-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "switchboard")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		buildOut, buildErr = exec.Command(gobin, "build", "-o", binPath, "switchboard/cmd/switchboard").CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("build switchboard: %v\n%s", buildErr, buildOut)
-	}
-	return binPath
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // proc is one running server process over its own database.
@@ -92,7 +46,7 @@ type proc struct {
 	pool *pgxpool.Pool
 	base string
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *testproc.LogBuffer
 }
 
 // start runs `switchboard serve` on a fresh database with generous rate limits (the tables
@@ -118,7 +72,7 @@ func (p *proc) serve(dsn string, env ...string) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(binary(t), "serve")
+	cmd := exec.Command(testproc.Switchboard(t), "serve")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "SWITCHBOARD_ADDR="+addr, "SWITCHBOARD_REAPER_INTERVAL=0",
 		"SWITCHBOARD_TOOL_RATE=100000/s", "SWITCHBOARD_TOOL_BURST=100000",
@@ -128,7 +82,7 @@ func (p *proc) serve(dsn string, env ...string) {
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
-	p.logs = &lockedBuffer{}
+	p.logs = &testproc.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -28,30 +28,14 @@ import (
 	"switchboard/server/ingest/provider"
 	"switchboard/server/rules"
 	"switchboard/tests/testdb"
+	"switchboard/tests/testproc"
 )
 
 var (
 	pool *pgxpool.Pool
 	srv  *httptest.Server
-	logs syncBuffer
+	logs testproc.LogBuffer
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestMain(m *testing.M) {
 	ctx := context.Background()

@@ -37,31 +37,15 @@ import (
 	"switchboard/server/store"
 	"switchboard/tests/e2e/agentclient"
 	"switchboard/tests/testdb"
+	"switchboard/tests/testproc"
 )
 
 var (
 	dsn    string
-	pool   *pgxpool.Pool // fixtures and assertions
-	shared *instance     // the package's server (raised webhook rate limit)
-	logs   syncBuffer    // every server's log lines
+	pool   *pgxpool.Pool      // fixtures and assertions
+	shared *instance          // the package's server (raised webhook rate limit)
+	logs   testproc.LogBuffer // every server's log lines
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
