@@ -2,7 +2,7 @@
 --
 -- Functions that make a todo ready (create_todo, release, requeue_expired, release_retries)
 -- call ring(); MCP servers LISTEN on switchboard_doorbell and, when it rings, read what became
--- ready with ready_todos() (and oldest_pending() when a session attaches). What time makes
+-- ready with ready_todos_since() (and oldest_pending() when a session attaches). What time makes
 -- claimable (an expired lease, an elapsed retry window) commits nothing and rings nothing: the
 -- servers read it with due_todos() at the moment next_due() named. claimable_todos() checks the
 -- todos a server is about to ring again (ring_again_seconds).
@@ -58,6 +58,26 @@ END
 $$;
 COMMENT ON FUNCTION switchboard.ready_todos(uuid, timestamptz, int) IS
   'Doorbell: pending todos of an endpoint (granted queues) that became ready at or after p_since, oldest first.';
+
+-- What became ready across endpoints: one walk of todos_ready (ready_at, endpoint_id) from
+-- p_since, so a doorbell read costs the todos that became ready since, not the endpoints that
+-- have sessions. The server keeps the rows of its own endpoints.
+CREATE OR REPLACE FUNCTION switchboard.ready_todos_since(p_since timestamptz, p_limit int DEFAULT 256)
+RETURNS TABLE (endpoint_id uuid, id uuid, queue text, title text, source text, kind text, ready_at timestamptz,
+               attempt int)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT t.endpoint_id, t.id, t.queue::text, t.title, t.source, t.kind, t.ready_at, t.attempt
+      FROM switchboard.todos t
+      JOIN switchboard.endpoints e ON e.id = t.endpoint_id
+     WHERE t.state = 'pending' AND t.ready_at >= p_since AND t.queue = ANY (e.queues)
+     ORDER BY t.ready_at
+     LIMIT p_limit;
+END
+$$;
+COMMENT ON FUNCTION switchboard.ready_todos_since(timestamptz, int) IS
+  'Doorbell: pending todos of every endpoint (granted queues) that became ready at or after p_since, oldest first; one walk of todos_ready.';
 
 CREATE OR REPLACE FUNCTION switchboard.oldest_pending(p_endpoint uuid, p_limit int DEFAULT 3)
 RETURNS TABLE (id uuid, queue text, title text, source text, kind text, ready_at timestamptz, attempt int)

@@ -90,7 +90,7 @@ BEGIN
         'switchboard.webhook_by_token(text)',
         'switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint)',
         -- the doorbell and the reaper
-        'switchboard.ready_todos(uuid, timestamptz, int)',
+        'switchboard.ready_todos_since(timestamptz, int)',
         'switchboard.oldest_pending(uuid, int)',
         'switchboard.due_todos(uuid[], timestamptz, int)',
         'switchboard.next_due(uuid[])',

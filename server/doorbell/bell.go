@@ -3,10 +3,12 @@
 //
 // One LISTEN connection per process (listen.go) hears switchboard.ring()'s pg_notify on the
 // channel switchboard_doorbell (payload '*', or an endpoint id when sent by hand) and
-// switchboard_revoked. On a ring the bell reads, in one query, which todos of the endpoints
-// with sessions here became ready (switchboard.ready_todos from each endpoint's cursor), now
-// and once more after the coalescing window, because ring() notifies at most once per
-// doorbell_window_ms for the whole database. Each new ready todo goes to ONE session of its
+// switchboard_revoked. On a ring the bell reads, in one walk of the todos_ready index, which
+// todos became ready since its endpoints' cursors (switchboard.ready_todos_since), now and once
+// more after the coalescing window, because ring() notifies at most once per doorbell_window_ms
+// for the whole database. Each read moves the cursors up to its own clock (less a second for
+// transactions that commit late), so a read costs what became ready since, not the number of
+// endpoints with sessions here. Each new ready todo goes to ONE session of its
 // endpoint with an open GET stream (round-robin) through that session's buffer of 16; a full
 // buffer drops the notification. A session whose stream opens is rung for the endpoint's
 // oldest pending todos. Nothing waits on a client.
@@ -21,6 +23,7 @@ package doorbell
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +34,8 @@ import (
 
 const (
 	bufferSize   = 16                     // per-session notifications waiting to be written
-	readLimit    = 64                     // rows per ready_todos read
-	maxPages     = 8                      // ready_todos reads per ring, at most
+	readLimit    = 256                    // rows per ready_todos_since read
+	maxPages     = 8                      // ready_todos_since reads per ring, at most
 	cursorSlack  = time.Second            // ready_at is a transaction's start time: re-read this far back
 	writeTimeout = 5 * time.Second        // one notification write
 	readTimeout  = 10 * time.Second       // one doorbell SQL read
@@ -73,6 +76,7 @@ type Bell struct {
 	ringAgain time.Duration        // ring_again_seconds (again.go)
 	waitMax   time.Duration        // claim_wait_max_seconds (wait.go)
 	eps       map[string]*endpoint // endpoints with live sessions here
+	list      []*endpoint          // the same, for the '*' reads (a slice walks faster than a map)
 
 	waits waitState // claim_next calls that wait (wait.go)
 	again againState
@@ -80,6 +84,7 @@ type Bell struct {
 
 	listening   chan struct{} // closed and replaced on each (re)connect; see Listening
 	allTrailing *time.Timer   // pending re-check of every endpoint (see ringAll)
+	batches     sync.Pool     // *[]*endpoint of readAllLocked, reused: a signal reads them all twice
 
 	connects atomic.Uint64 // LISTEN connections made so far
 	feed     atomic.Uint64 // the current connection's number while it is up, else 0 (see Epoch)
@@ -173,23 +178,22 @@ func (b *Bell) goTracked(f func()) bool {
 
 // Attach registers a session of an endpoint. send writes to its client.
 func (b *Bell) Attach(endpointID, sessionID string, send Sender) *Session {
-	s := &Session{bell: b, endpoint: endpointID, id: sessionID, send: send, buf: make(chan Params, bufferSize)}
+	s := &Session{bell: b, endpoint: endpointID, id: sessionID, send: send}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		s.closed = true
-		close(s.buf)
 		return s
 	}
 	ep := b.eps[endpointID]
 	if ep == nil {
 		ep = &endpoint{id: endpointID, seen: map[string]time.Time{}, dueSeen: map[string]dueMark{}}
 		b.eps[endpointID] = ep
+		b.list = append(b.list, ep)
 		b.goTracked(func() { b.startCursor(ep) })
 		b.hintDueLocked() // its leases and retries join the time-based reads
 	}
 	ep.sessions = append(ep.sessions, s)
-	b.goTracked(s.drain)
 	return s
 }
 
@@ -280,8 +284,12 @@ func (b *Bell) readAllLocked() {
 	if b.closed {
 		return
 	}
-	var batch []*endpoint
-	for _, ep := range b.eps {
+	buf, _ := b.batches.Get().(*[]*endpoint)
+	if buf == nil {
+		buf = new([]*endpoint)
+	}
+	batch := (*buf)[:0]
+	for _, ep := range b.list {
 		if ep.running {
 			ep.dirty = true
 			continue
@@ -289,120 +297,121 @@ func (b *Bell) readAllLocked() {
 		ep.running = true
 		batch = append(batch, ep)
 	}
-	if len(batch) > 0 {
-		b.goTracked(func() { b.batchReader(batch) })
+	*buf = batch
+	if len(batch) == 0 || !b.goTracked(func() {
+		b.batchReader(batch)
+		clear(*buf) // no endpoint kept alive by the pool
+		b.batches.Put(buf)
+	}) {
+		b.batches.Put(buf)
 	}
 }
 
-// batchReader reads a batch of endpoints in one query, then finishes each like reader does.
+// batchReader reads a batch of endpoints in one walk, again for those rung meanwhile (dirty),
+// until none is.
 func (b *Bell) batchReader(eps []*endpoint) {
-	cursors := make([]store.Cursor, len(eps))
-	b.mu.Lock()
-	for i, ep := range eps {
-		cursors[i] = store.Cursor{Endpoint: ep.id, Since: ep.since}
-	}
-	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
-	rows, err := b.st.ReadyTodosMany(ctx, cursors, readLimit)
-	cancel()
-	if err != nil && b.ctx.Err() == nil {
-		b.log.Warn("doorbell read failed", "endpoints", len(eps), "err", store.Classify(err).Unwrap())
-	}
-	for i, ep := range eps {
-		more := true
-		if err == nil {
-			b.mu.Lock()
-			last := b.absorbLocked(ep, rows[ep.id])
-			b.mu.Unlock()
-			more = len(rows[ep.id]) == readLimit && last.After(cursors[i].Since)
-		}
-		if more {
-			b.read(ep) // a full page (or a failed batch): page through this one alone
-		}
+	for len(eps) > 0 {
+		b.readSince(eps)
+		again := eps[:0]
 		b.mu.Lock()
-		if ep.dirty && !b.closed {
-			ep.dirty = false
-			b.mu.Unlock()
-			b.reader(ep)
-			continue
+		for _, ep := range eps {
+			if ep.dirty && !b.closed {
+				ep.dirty = false
+				again = append(again, ep)
+				continue
+			}
+			ep.running = false
 		}
-		ep.running = false
 		b.mu.Unlock()
+		eps = again
 	}
 }
 
-// reader reads until no ring arrived meanwhile.
-func (b *Bell) reader(ep *endpoint) {
-	for {
-		b.read(ep)
-		b.mu.Lock()
-		if ep.dirty && !b.closed {
-			ep.dirty = false
-			b.mu.Unlock()
-			continue
-		}
-		ep.running = false
-		b.mu.Unlock()
-		return
-	}
-}
+// reader reads one endpoint until no ring arrived meanwhile.
+func (b *Bell) reader(ep *endpoint) { b.batchReader([]*endpoint{ep}) }
 
-// read fetches the endpoint's newly ready todos and rings one session for each.
-func (b *Bell) read(ep *endpoint) {
+// readSince fetches what became ready since the earliest cursor of eps, across all endpoints in
+// one walk (switchboard.ready_todos_since), rings one session for each new todo, and moves every
+// cursor of eps up to the read's clock less cursorSlack. The cost is the todos that became ready
+// since, not the number of endpoints with sessions here, and an endpoint holding an old
+// unclaimed todo is not read again on every signal. It allocates nothing per endpoint: a '*'
+// signal reads for every endpoint, twice.
+func (b *Bell) readSince(eps []*endpoint) {
 	b.mu.Lock()
-	since := ep.since
+	var since time.Time // zero (the last second) when any cursor is unset
+	for i, ep := range eps {
+		if i == 0 || (!since.IsZero() && (ep.since.IsZero() || ep.since.Before(since))) {
+			since = ep.since
+		}
+	}
 	b.mu.Unlock()
 	for page := 0; page < maxPages; page++ {
 		ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
-		rows, err := b.st.ReadyTodos(ctx, ep.id, since, readLimit)
+		rows, now, err := b.st.ReadySince(ctx, since, readLimit)
 		cancel()
 		if err != nil {
 			if b.ctx.Err() == nil {
-				b.log.Warn("doorbell read failed", "endpoint_id", ep.id, "err", store.Classify(err).Unwrap())
+				b.log.Warn("doorbell read failed", "endpoints", len(eps), "err", store.Classify(err).Unwrap())
 			}
 			return
 		}
+		full := len(rows) == readLimit
+		covered := now.Add(-cursorSlack) // every cursor of eps may move up to here
+		if full {
+			covered = rows[len(rows)-1].ReadyAt.Add(-cursorSlack)
+		}
 		b.mu.Lock()
-		last := b.absorbLocked(ep, rows)
+		// Rows of any endpoint with sessions here are rung (a todo is rung once: seen), not only
+		// those of eps; rows behind an endpoint's cursor were read before.
+		for _, r := range rows {
+			if ep := b.eps[r.Endpoint]; ep != nil && (ep.since.IsZero() || !r.ReadyAt.Before(ep.since)) {
+				b.absorbOneLocked(ep, r)
+			}
+		}
+		for _, ep := range eps {
+			b.advanceLocked(ep, covered)
+		}
 		b.mu.Unlock()
 		// A full page may hide newer rows: continue from its last ready_at, unless the page
 		// made no progress (more rows share one ready_at than a page holds).
-		if len(rows) < readLimit || !last.After(since) {
+		if !full || !rows[len(rows)-1].ReadyAt.After(since) {
 			return
 		}
-		since = last
+		since = rows[len(rows)-1].ReadyAt
 	}
 }
 
-// absorbLocked rings for the rows not rung yet, advances the cursor and forgets what falls
-// behind it; it returns the last row's ready_at. b.mu must be held.
-func (b *Bell) absorbLocked(ep *endpoint, rows []store.Ready) (last time.Time) {
-	for _, r := range rows {
-		last = r.ReadyAt
-		if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
-			continue
-		}
-		if d, ok := ep.dueSeen[r.ID]; ok && d.attempt == r.Attempt {
-			// A time-based ring announced it; the requeue that made it pending (a claim's
-			// takeover, the reaper) is the same readiness.
-			ep.seen[r.ID] = r.ReadyAt
-			continue
-		}
-		if b.passLocked(ep, r) {
-			ep.seen[r.ID] = r.ReadyAt
+// absorbOneLocked rings for a row not rung yet. b.mu must be held.
+func (b *Bell) absorbOneLocked(ep *endpoint, r store.Ready) {
+	if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
+		return
+	}
+	if d, ok := ep.dueSeen[r.ID]; ok && d.attempt == r.Attempt {
+		// A time-based ring announced it; the requeue that made it pending (a claim's
+		// takeover, the reaper) is the same readiness.
+		ep.seen[r.ID] = r.ReadyAt
+		return
+	}
+	if b.passLocked(ep, r) {
+		ep.seen[r.ID] = r.ReadyAt
+	}
+}
+
+// advanceLocked moves the endpoint's cursor up to c (never back) and forgets the rung todos that
+// fall behind it. b.mu must be held.
+func (b *Bell) advanceLocked(ep *endpoint, c time.Time) {
+	if !c.After(ep.since) {
+		return
+	}
+	ep.since = c
+	if len(ep.seen) == 0 {
+		return // an empty map still costs a walk of its buckets: most endpoints, every read
+	}
+	for id, at := range ep.seen {
+		if at.Before(c) {
+			delete(ep.seen, id)
 		}
 	}
-	if len(rows) > 0 {
-		if c := last.Add(-cursorSlack); c.After(ep.since) {
-			ep.since = c
-		}
-		for id, at := range ep.seen {
-			if at.Before(ep.since) {
-				delete(ep.seen, id)
-			}
-		}
-	}
-	return last
 }
 
 // offerLocked queues a notification for a session: to (when set) or the next one round-robin,
@@ -420,6 +429,9 @@ func (b *Bell) offerLocked(ep *endpoint, to *Session, r store.Ready) bool {
 	if s.closed {
 		return false
 	}
+	if s.buf == nil {
+		s.buf = make(chan Params, bufferSize) // on the first ring: most sessions idle
+	}
 	if len(s.buf) == cap(s.buf) {
 		b.m.DoorbellDropped.WithLabelValues("buffer_full").Inc()
 		return true
@@ -427,6 +439,9 @@ func (b *Bell) offerLocked(ep *endpoint, to *Session, r store.Ready) bool {
 	select {
 	case s.buf <- Message(r):
 		b.recordRingLocked(ep, s, r)
+		if !s.draining {
+			s.draining = b.goTracked(s.drain)
+		}
 	default:
 		b.m.DoorbellDropped.WithLabelValues("buffer_full").Inc()
 	}
@@ -488,9 +503,10 @@ type Session struct {
 	endpoint string
 	id       string
 	send     Sender
-	buf      chan Params
-	streams  int  // open GET streams; guarded by bell.mu
-	closed   bool // guarded by bell.mu
+	buf      chan Params // made on the first ring; guarded by bell.mu
+	streams  int         // open GET streams; guarded by bell.mu
+	closed   bool        // guarded by bell.mu
+	draining bool        // a drain goroutine is running; guarded by bell.mu
 
 	lastCall atomic.Int64 // when the session last made a tool call (UnixNano; see Called)
 }
@@ -543,27 +559,40 @@ func (s *Session) Close() {
 			ep.trailing.Stop()
 		}
 		delete(b.eps, s.endpoint)
+		if i := slices.Index(b.list, ep); i >= 0 {
+			last := len(b.list) - 1
+			b.list[i], b.list[last] = b.list[last], nil
+			b.list = b.list[:last]
+		}
 	}
 }
 
-// shut closes the buffer so the drain goroutine ends. bell.mu must be held.
-func (s *Session) shut() {
-	if !s.closed {
-		s.closed = true
-		close(s.buf)
-	}
-}
+// shut marks the session closed: its drain goroutine, if any, discards what is left and ends.
+// bell.mu must be held.
+func (s *Session) shut() { s.closed = true }
 
-// drain writes queued notifications to the client, one at a time.
+// drain writes queued notifications to the client, one at a time. It runs only while there is
+// something to write (offerLocked starts it), so an idle session costs no goroutine.
 func (s *Session) drain() {
 	b := s.bell
-	for p := range s.buf {
+	for {
+		var p Params
+		got := false
 		b.mu.Lock()
-		gone := s.closed
-		b.mu.Unlock()
-		if gone {
-			continue // discard what is left
+		select {
+		case p = <-s.buf:
+			got = true
+		default:
 		}
+		if s.closed || !got {
+			for len(s.buf) > 0 { // closed: discard what is left
+				<-s.buf
+			}
+			s.draining = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
 		ctx, cancel := context.WithTimeout(b.ctx, writeTimeout)
 		err := s.send(ctx, p)
 		cancel()

@@ -38,8 +38,25 @@ func (t *channelTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	t.mu.Lock()
 	t.conn = cc
 	t.mu.Unlock()
+	if p, ok := c.(pusher); ok {
+		return pushCloseHook{cc, p}, nil
+	}
 	return cc, nil
 }
+
+// pusher is the go-sdk patch's push delivery of incoming messages (jsonrpc2.PushReader, see
+// server/third_party/go-sdk/SWITCHBOARD.md): without it each session keeps a goroutine parked
+// in Read. The wrapper must pass it on, or the SDK cannot see it.
+type pusher interface {
+	PushTo(deliver func(jsonrpc.Message, error))
+}
+
+type pushCloseHook struct {
+	*closeHook
+	p pusher
+}
+
+func (c pushCloseHook) PushTo(deliver func(jsonrpc.Message, error)) { c.p.PushTo(deliver) }
 
 // notify writes the doorbell notification on the session's connection (a doorbell.Sender).
 // ctx is detached from every request, so the message takes the standalone stream.

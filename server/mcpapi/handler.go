@@ -2,9 +2,10 @@
 // (contract §4), built on github.com/modelcontextprotocol/go-sdk.
 //
 // Each request is authenticated by its bearer credential: one SQL call, or none for a request
-// on a session the database already vouched for (see trustedSession). Each endpoint gets
-// its own mcp.Server holding exactly its allowlisted tools, and its own session table, so a
-// session can only be used through the endpoint that created it. Sessions run on the SDK's
+// on a session the database already vouched for (see trustedSession). Each endpoint gets its
+// own session table, so a session can only be used through the endpoint that created it, and
+// the mcp.Server of its allowlist, holding exactly those tools (shared by the endpoints with
+// the same allowlist; a call's endpoint is its session's). Sessions run on the SDK's
 // StreamableServerTransport, connected here (rather than through StreamableHTTPHandler) so
 // that the doorbell can write its notification on the session's connection (channel.go).
 package mcpapi
@@ -22,6 +23,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
@@ -72,6 +75,7 @@ type Handler struct {
 
 	mu       sync.Mutex
 	entries  map[string]*endpointEntry // by endpoint id
+	servers  map[string]*mcp.Server    // by allowlist (see serverFor)
 	sessions map[string]*session       // every live session, by id
 	revoked  map[string]time.Time      // endpoints revoked while this process ran (see acquire)
 	closing  bool
@@ -112,8 +116,9 @@ func New(o Options) *Handler {
 	}
 	h := &Handler{
 		o: o, log: o.Log, m: o.Metrics,
-		entries: map[string]*endpointEntry{}, sessions: map[string]*session{}, revoked: map[string]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{}),
+		entries: map[string]*endpointEntry{}, servers: map[string]*mcp.Server{}, sessions: map[string]*session{},
+		revoked: map[string]time.Time{},
+		stop:    make(chan struct{}), done: make(chan struct{}),
 	}
 	if u, err := url.Parse(o.BaseURL); err == nil {
 		h.baseHost = strings.ToLower(u.Hostname())

@@ -87,9 +87,28 @@ func (h *Handler) release(e *endpointEntry) {
 	h.mu.Unlock()
 }
 
-// newEntry builds the endpoint's mcp.Server with exactly its allowlisted tools.
+// newEntry makes the endpoint's entry, on the mcp.Server of its allowlist. h.mu must be held.
 func (h *Handler) newEntry(ep store.Endpoint) *endpointEntry {
-	e := &endpointEntry{ep: ep, buckets: newBuckets(h.o.Limits), sessions: map[string]*session{}}
+	return &endpointEntry{ep: ep, srv: h.serverFor(ep.Verbs), buckets: newBuckets(h.o.Limits), sessions: map[string]*session{}}
+}
+
+// serverFor returns the mcp.Server with exactly the allowlisted tools, shared by every endpoint
+// with the same allowlist: building one (its tools' schemas) allocated about 150 KB and kept
+// several KB, per endpoint. A call's endpoint is its session's (entryOf). The map holds one
+// server per distinct allowlist vended. h.mu must be held.
+func (h *Handler) serverFor(verbs []string) *mcp.Server {
+	var key strings.Builder
+	var tools []*compiledTool
+	for _, t := range h.o.Tools.tools {
+		if slices.Contains(verbs, t.Name) {
+			tools = append(tools, t)
+			key.WriteString(t.Name)
+			key.WriteByte(',')
+		}
+	}
+	if srv := h.servers[key.String()]; srv != nil {
+		return srv
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "switchboard", Version: h.o.Version}, &mcp.ServerOptions{
 		Instructions: Instructions,
 		Capabilities: &mcp.ServerCapabilities{
@@ -98,20 +117,34 @@ func (h *Handler) newEntry(ep store.Endpoint) *endpointEntry {
 		},
 	})
 	allowed := map[string]bool{}
-	for _, t := range h.o.Tools.tools {
-		if slices.Contains(ep.Verbs, t.Name) {
-			allowed[t.Name] = true
-			srv.AddTool(t.mcpTool, h.toolHandler(e, t))
-		}
+	for _, t := range tools {
+		allowed[t.Name] = true
+		srv.AddTool(t.mcpTool, h.toolHandler(t))
 	}
-	srv.AddReceivingMiddleware(h.forbidOutsideAllowlist(e, allowed), undeclared)
-	e.srv = srv
-	return e
+	srv.AddReceivingMiddleware(h.forbidOutsideAllowlist(allowed), undeclared)
+	h.servers[key.String()] = srv
+	return srv
 }
+
+// entryOf is the endpoint entry of a request's session (nil once the session is gone).
+func (h *Handler) entryOf(ss *mcp.ServerSession) *endpointEntry {
+	if ss == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.sessions[ss.ID()]; s != nil {
+		return s.entry
+	}
+	return nil
+}
+
+// errGone answers a call whose session closed while it was on its way.
+var errGone = store.Errorf(store.CodeNotFound, "session not found")
 
 // forbidOutsideAllowlist answers a call of a known verb that the endpoint was not granted with
 // the tool error forbidden (the SDK would answer "unknown tool"). Nothing else runs.
-func (h *Handler) forbidOutsideAllowlist(e *endpointEntry, allowed map[string]bool) mcp.Middleware {
+func (h *Handler) forbidOutsideAllowlist(allowed map[string]bool) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method != "tools/call" {
@@ -121,6 +154,10 @@ func (h *Handler) forbidOutsideAllowlist(e *endpointEntry, allowed map[string]bo
 			if !ok || allowed[call.Params.Name] || !slices.Contains(Vocabulary, call.Params.Name) {
 				return next(ctx, method, req)
 			}
+			e := h.entryOf(call.Session)
+			if e == nil {
+				return errorResult(errGone), nil
+			}
 			serr := store.Errorf(store.CodeForbidden, "the verb %s is not in this endpoint's allowlist", call.Params.Name)
 			h.account(h.requestOf(call), e, call.Params.Name, serr, time.Now())
 			return errorResult(serr), nil
@@ -129,9 +166,13 @@ func (h *Handler) forbidOutsideAllowlist(e *endpointEntry, allowed map[string]bo
 }
 
 // toolHandler wraps a tool's Run: rate limit, validation, timeout, error shape, accounting.
-func (h *Handler) toolHandler(e *endpointEntry, t *compiledTool) mcp.ToolHandler {
+func (h *Handler) toolHandler(t *compiledTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
+		e := h.entryOf(req.Session)
+		if e == nil {
+			return errorResult(errGone), nil
+		}
 		rec := h.requestOf(req)
 		var out json.RawMessage
 		bs := h.bellOf(req)

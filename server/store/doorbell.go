@@ -3,17 +3,20 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Ready is a pending todo as the doorbell sees it (switchboard.ready_todos, oldest_pending).
+// Ready is a pending todo as the doorbell sees it (switchboard.ready_todos_since, oldest_pending).
 type Ready struct {
-	ID      string
-	Queue   string
-	Title   string
-	Source  string
-	Kind    string
-	ReadyAt time.Time // for a time-based ring (DueTodos): the moment the lease expired or the retry window elapsed
-	Attempt int       // claims so far: a requeue keeps it, a claim raises it
+	Endpoint string // ReadySince only
+	ID       string
+	Queue    string
+	Title    string
+	Source   string
+	Kind     string
+	ReadyAt  time.Time // for a time-based ring (DueTodos): the moment the lease expired or the retry window elapsed
+	Attempt  int       // claims so far: a requeue keeps it, a claim raises it
 }
 
 func (s *Store) readyRows(ctx context.Context, sql string, args ...any) ([]Ready, error) {
@@ -40,64 +43,44 @@ func (s *Store) readyRows(ctx context.Context, sql string, args ...any) ([]Ready
 	return out, nil
 }
 
-// ReadyTodos: switchboard.ready_todos — pending todos of the endpoint (granted queues) that
-// became ready at or after since, oldest first. A zero since means "the last second" by the
-// database clock.
-func (s *Store) ReadyTodos(ctx context.Context, endpoint string, since time.Time, limit int) ([]Ready, error) {
+// ReadySince: switchboard.ready_todos_since — pending todos of every endpoint (granted queues)
+// that became ready at or after since, oldest first, at most limit, in one walk of the
+// todos_ready index; and the database clock of the read (a doorbell cursor moves up to it when
+// the page was not full). A zero since means "the last second" by the database clock.
+func (s *Store) ReadySince(ctx context.Context, since time.Time, limit int) (rows []Ready, now time.Time, err error) {
 	var sinceArg *time.Time
 	if !since.IsZero() {
 		sinceArg = &since
 	}
-	return s.readyRows(ctx,
-		`SELECT id, queue, title, source, kind, ready_at, attempt
-		   FROM switchboard.ready_todos($1, coalesce($2::timestamptz, now() - interval '1 second'), $3)`,
-		endpoint, sinceArg, limit)
-}
-
-// Cursor is where a doorbell read of one endpoint starts (zero Since: the last second).
-type Cursor struct {
-	Endpoint string
-	Since    time.Time
-}
-
-// ReadyTodosMany is ReadyTodos for several endpoints in one round trip (the rows of each
-// endpoint oldest first, at most limit each), keyed by endpoint id.
-func (s *Store) ReadyTodosMany(ctx context.Context, cursors []Cursor, limit int) (map[string][]Ready, error) {
-	eps := make([]string, len(cursors))
-	since := make([]*time.Time, len(cursors))
-	for i, c := range cursors {
-		eps[i] = c.Endpoint
-		if !c.Since.IsZero() {
-			t := c.Since
-			since[i] = &t
-		}
-	}
-	rows, err := s.pool.Query(ctx,
-		`SELECT c.ep, r.id, r.queue, r.title, r.source, r.kind, r.ready_at, r.attempt
-		   FROM unnest($1::uuid[], $2::timestamptz[]) AS c(ep, since),
-		        LATERAL switchboard.ready_todos(c.ep, coalesce(c.since, now() - interval '1 second'), $3) r`,
-		eps, since, limit)
+	// The LEFT JOIN gives one row (the clock) when nothing is ready.
+	q, err := s.pool.Query(ctx,
+		`SELECT n.now, r.endpoint_id, r.id, r.queue, r.title, r.source, r.kind, r.ready_at, r.attempt
+		   FROM (SELECT now()) n (now)
+		   LEFT JOIN LATERAL switchboard.ready_todos_since(coalesce($1::timestamptz, now() - interval '1 second'), $2) r ON true`,
+		sinceArg, limit)
 	if err != nil {
-		return nil, Classify(err)
+		return nil, time.Time{}, Classify(err)
 	}
-	defer rows.Close()
-	out := map[string][]Ready{}
-	for rows.Next() {
-		var ep string
-		var r Ready
-		var kind *string
-		if err := rows.Scan(&ep, &r.ID, &r.Queue, &r.Title, &r.Source, &kind, &r.ReadyAt, &r.Attempt); err != nil {
-			return nil, Classify(err)
+	defer q.Close()
+	// One set of scan targets for all rows: a '*' signal reads twice, and the per-row pointers
+	// of a fresh set were most of the doorbell's garbage.
+	var ep, id, queue, title, source, kind pgtype.Text
+	var at pgtype.Timestamptz
+	var attempt pgtype.Int4
+	for q.Next() {
+		if err := q.Scan(&now, &ep, &id, &queue, &title, &source, &kind, &at, &attempt); err != nil {
+			return nil, time.Time{}, Classify(err)
 		}
-		if kind != nil {
-			r.Kind = *kind
+		if !id.Valid {
+			continue
 		}
-		out[ep] = append(out[ep], r)
+		rows = append(rows, Ready{Endpoint: ep.String, ID: id.String, Queue: queue.String, Title: title.String,
+			Source: source.String, Kind: kind.String, ReadyAt: at.Time, Attempt: int(attempt.Int32)})
 	}
-	if err := rows.Err(); err != nil {
-		return nil, Classify(err)
+	if err := q.Err(); err != nil {
+		return nil, time.Time{}, Classify(err)
 	}
-	return out, nil
+	return rows, now, nil
 }
 
 // Now is the database clock (doorbell cursors compare with ready_at, which it sets).

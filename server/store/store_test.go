@@ -203,20 +203,22 @@ func TestDoorbellReadsAndReap(t *testing.T) {
 	ctx := context.Background()
 	ep := vend(t, pool, "cy", "sbk_three", []string{"a"})
 	id := push(t, pool, ep, "a", "hello")
-	rs, err := st.ReadyTodos(ctx, ep, time.Time{}, 10)
-	if err != nil || len(rs) != 1 || rs[0].ID != id || rs[0].Title != "hello" || rs[0].Source != "operator" {
-		t.Fatalf("ready: %+v %v", rs, err)
+	rs, now, err := st.ReadySince(ctx, time.Time{}, 10)
+	if err != nil || len(rs) != 1 || rs[0].ID != id || rs[0].Endpoint != ep || rs[0].Title != "hello" ||
+		rs[0].Source != "operator" || now.Before(rs[0].ReadyAt) {
+		t.Fatalf("ready: %+v %v %v", rs, now, err)
 	}
-	rs, err = st.ReadyTodos(ctx, ep, rs[0].ReadyAt.Add(time.Millisecond), 10)
-	if err != nil || len(rs) != 0 {
-		t.Fatalf("ready after: %+v %v", rs, err)
+	t0 := rs[0].ReadyAt
+	rs, now2, err := st.ReadySince(ctx, t0.Add(time.Millisecond), 10)
+	if err != nil || len(rs) != 0 || now2.Before(now) {
+		t.Fatalf("ready after: %+v %v %v", rs, now2, err)
 	}
 	other := vend(t, pool, "dee", "sbk_four", []string{"a"})
 	push(t, pool, other, "a", "x1")
 	push(t, pool, other, "a", "x2")
-	many, err := st.ReadyTodosMany(ctx, []store.Cursor{{Endpoint: ep}, {Endpoint: other}}, 10)
-	if err != nil || len(many[ep]) != 1 || many[ep][0].ID != id || len(many[other]) != 2 || many[other][0].Title != "x1" {
-		t.Fatalf("ready many: %+v %v", many, err)
+	rs, _, err = st.ReadySince(ctx, t0, 2)
+	if err != nil || len(rs) != 2 || rs[1].Endpoint != other || rs[1].Title != "x1" {
+		t.Fatalf("ready across endpoints, limit 2: %+v %v", rs, err)
 	}
 	rs, err = st.OldestPending(ctx, ep, 3)
 	if err != nil || len(rs) != 1 {

@@ -899,6 +899,11 @@ type streamableServerConn struct {
 
 	incoming chan jsonrpc.Message // messages from the client to the server
 
+	// push, once the jsonrpc2 connection took it (PushTo), replaces incoming: each message is
+	// handed over by the HTTP request that carried it, so an idle session keeps no goroutine
+	// parked in Read (switchboard patch, see ../SWITCHBOARD.md). Guarded by mu.
+	push func(jsonrpc.Message, error)
+
 	mu sync.Mutex // guards all fields below
 
 	// Sessions are closed exactly once.
@@ -1652,9 +1657,7 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 	// [§2.1.4]: https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#sending-messages-to-the-server
 	if len(calls) == 0 {
 		for _, msg := range incoming {
-			select {
-			case c.incoming <- msg:
-			case <-c.done:
+			if !c.publish(msg) {
 				// The session is closing. Since we haven't yet written any data to the
 				// response, we can signal to the client that the session is gone.
 				http.Error(w, "session is closing", http.StatusNotFound)
@@ -1756,15 +1759,12 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 	}
 
 	// Publish incoming messages.
+	//
+	// Note: don't give up when req.Context() is done here, since we've already
+	// received the requests and may have already published a response message
+	// or notification. The client could resume the stream.
 	for _, msg := range incoming {
-		select {
-		case c.incoming <- msg:
-		// Note: don't select on req.Context().Done() here, since we've already
-		// received the requests and may have already published a response message
-		// or notification. The client could resume the stream.
-		//
-		// In fact, this send could be in a separate goroutine.
-		case <-c.done:
+		if !c.publish(msg) {
 			// Session closed: we don't know if any data has been written, so it's
 			// too late to write a status code here.
 			return
@@ -1800,6 +1800,40 @@ func parseEventID(eventID string) (streamID string, idx int, ok bool) {
 		return "", 0, false
 	}
 	return streamID, idx, true
+}
+
+// publish hands an incoming message to the connection: through push once the jsonrpc2
+// connection took it, else through the incoming channel. False: the session is closing.
+// (switchboard patch)
+func (c *streamableServerConn) publish(msg jsonrpc.Message) bool {
+	c.mu.Lock()
+	push, done := c.push, c.isDone
+	c.mu.Unlock()
+	if push != nil {
+		if done {
+			return false
+		}
+		push(msg, nil)
+		return true
+	}
+	select {
+	case c.incoming <- msg:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// PushTo implements jsonrpc2.PushReader (switchboard patch): messages go straight to deliver,
+// and the end of the session is delivered as io.EOF, as Read would return it.
+func (c *streamableServerConn) PushTo(deliver func(jsonrpc.Message, error)) {
+	c.mu.Lock()
+	c.push = deliver
+	done := c.isDone
+	c.mu.Unlock()
+	if done {
+		go deliver(nil, io.EOF) // the caller holds the connection's state lock
+	}
 }
 
 // Read implements the [Connection] interface.
@@ -1955,6 +1989,11 @@ func (c *streamableServerConn) Close() error {
 	if !c.isDone {
 		c.isDone = true
 		close(c.done)
+		if c.push != nil {
+			// switchboard patch: the end of the stream, as Read would return it. On its own
+			// goroutine: Close may be called under the jsonrpc2 connection's state lock.
+			go c.push(nil, io.EOF)
+		}
 		if c.eventStore != nil {
 			// TODO: find a way to plumb a context here, or an event store with a long-running
 			// close operation can take arbitrary time. Alternative: impose a fixed timeout here.
