@@ -74,7 +74,8 @@ func TestUnstorableTextIsDelivered(t *testing.T) {
 			if got.Empty || got.Todo.Attempt != 1 || got.Todo.Routing["sanitized"] != true {
 				t.Fatalf("claim: %+v", got)
 			}
-			if stored := p.scalar(`SELECT payload::text FROM switchboard.todos WHERE id = $1`, got.Todo.ID); stored != c.want {
+			if stored := p.scalar(`SELECT ev.payload::text FROM switchboard.todos t
+				JOIN switchboard.webhook_events ev ON ev.id = t.event_id WHERE t.id = $1`, got.Todo.ID); stored != c.want {
 				t.Fatalf("stored %s, want %s", stored, c.want)
 			}
 			var v any
