@@ -42,26 +42,11 @@ COMMENT ON FUNCTION switchboard.ring() IS
 -- the reason endpoint_resolve is (identity.sql). They return the attempt too: a todo that a
 -- time-based ring announced (due_todos) and that a claim's takeover or the reaper then requeues
 -- keeps its attempt, so the doorbell does not ring it a second time; a claim in between raises it.
-CREATE OR REPLACE FUNCTION switchboard.ready_todos(p_endpoint uuid, p_since timestamptz, p_limit int DEFAULT 64)
-RETURNS TABLE (id uuid, queue text, title text, source text, kind text, ready_at timestamptz, attempt int)
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN QUERY
-    SELECT t.id, t.queue::text, t.title, t.source, t.kind, t.ready_at, t.attempt
-      FROM switchboard.todos t
-      JOIN switchboard.endpoints e ON e.id = t.endpoint_id
-     WHERE t.endpoint_id = p_endpoint AND t.state = 'pending' AND t.ready_at >= p_since
-       AND t.queue = ANY (e.queues)
-     ORDER BY t.ready_at
-     LIMIT p_limit;
-END
-$$;
-COMMENT ON FUNCTION switchboard.ready_todos(uuid, timestamptz, int) IS
-  'Doorbell: pending todos of an endpoint (granted queues) that became ready at or after p_since, oldest first.';
 
 -- What became ready across endpoints: one walk of todos_ready (ready_at, endpoint_id) from
 -- p_since, so a doorbell read costs the todos that became ready since, not the endpoints that
--- have sessions. The server keeps the rows of its own endpoints.
+-- have sessions. The server keeps the rows of its own endpoints; for one endpoint in psql, add
+-- WHERE endpoint_id = '<uuid>'.
 CREATE OR REPLACE FUNCTION switchboard.ready_todos_since(p_since timestamptz, p_limit int DEFAULT 256)
 RETURNS TABLE (endpoint_id uuid, id uuid, queue text, title text, source text, kind text, ready_at timestamptz,
                attempt int)

@@ -57,7 +57,7 @@ func (d *DB) clock() time.Time {
 
 func (d *DB) ready(ep string, since time.Time) map[string]bool {
 	d.t.Helper()
-	rows, err := d.Query(ctx(), "SELECT id FROM switchboard.ready_todos($1, $2, 1000)", ep, since)
+	rows, err := d.Query(ctx(), "SELECT id FROM switchboard.ready_todos_since($2, 10000) WHERE endpoint_id = $1", ep, since)
 	if err != nil {
 		d.t.Fatal(err)
 	}
