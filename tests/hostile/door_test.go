@@ -223,23 +223,9 @@ func TestUnknownTokenBodiesCostNoMemory(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
-	peak := idle
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-				peak = max(peak, p.rss())
-			}
-		}
-	}()
+	peakRSS := p.samplePeakRSS(idle)
 	wg.Wait()
-	close(stop)
-	<-sampled
+	peak := peakRSS()
 	after := p.rss()
 	t.Logf("unknown tokens, 60 x 5 MiB: RSS idle %.1f MB, peak %.1f MB, after %.1f MB; answers %v",
 		mb(idle), mb(peak), mb(after), statuses)
@@ -288,23 +274,9 @@ func TestBurstMemoryReturns(t *testing.T) {
 			}
 		}()
 	}
-	peak := idle
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-				peak = max(peak, p.rss())
-			}
-		}
-	}()
+	peakRSS := p.samplePeakRSS(idle)
 	wg.Wait()
-	close(stop)
-	<-sampled
+	peak := peakRSS()
 	if n := p.scalar(`SELECT count(*)::text FROM switchboard.todos`); n != "21" {
 		t.Fatalf("%s todos, want 21", n)
 	}
@@ -509,5 +481,29 @@ func TestStreamOutlivesTimeouts(t *testing.T) {
 	// Ordinary requests still work under the short timeouts.
 	if a := s.call("list_todos", `{}`); a.code != "ok" {
 		t.Fatalf("list_todos: %s", a.code)
+	}
+}
+
+// samplePeakRSS samples the server's RSS every 20 ms from now on; the function it returns stops
+// sampling and gives the highest value seen (at least floor).
+func (p *proc) samplePeakRSS(floor int64) func() int64 {
+	peak := floor
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				peak = max(peak, p.rss())
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-sampled
+		return peak
 	}
 }
