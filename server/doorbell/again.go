@@ -9,9 +9,13 @@ package doorbell
 // the todo nor picked to take it over, since its own claims will reach the todo without another
 // prompt in its context. At most againPerWindow todos per endpoint go out again per
 // ring_again_seconds, the oldest first; one SQL call checks which of them are still claimable.
+// The rings wait in one queue ordered by when they are due, so a check costs the rings that
+// are due, not the endpoints with sessions here.
 
 import (
+	"container/heap"
 	"context"
+	"slices"
 	"time"
 
 	"switchboard/server/store"
@@ -20,17 +24,43 @@ import (
 const (
 	againPerWindow = 3                      // todos rung again per endpoint per ring_again_seconds
 	maxRings       = 256                    // rings remembered per endpoint (the oldest are forgotten first)
-	againGap       = 200 * time.Millisecond // checks (a scan of the remembered rings) at most this often
+	againGap       = 200 * time.Millisecond // checks at most this often
 )
 
-// ring is one notification queued for a session.
+// ring is one notification queued for a session, remembered until its session answers (makes
+// a tool call) or it is rung again.
 type ring struct {
-	r  store.Ready
-	s  *Session
-	at time.Time
+	ep   *endpoint
+	r    store.Ready
+	s    *Session
+	at   time.Time // when it was rung
+	due  time.Time // when it may go out again: at+ring_again_seconds, later when the endpoint's budget is spent
+	gone bool      // replaced by a newer ring of the same todo, forgotten, or its endpoint left
+}
+
+// ringQueue is every endpoint's remembered rings, the first due on top (container/heap), so a
+// check touches the rings that are due and nothing else.
+type ringQueue []*ring
+
+func (q ringQueue) Len() int { return len(q) }
+func (q ringQueue) Less(i, j int) bool {
+	if !q[i].due.Equal(q[j].due) {
+		return q[i].due.Before(q[j].due)
+	}
+	return q[i].at.Before(q[j].at) // the oldest ring of an endpoint first
+}
+func (q ringQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *ringQueue) Push(x any)   { *q = append(*q, x.(*ring)) }
+func (q *ringQueue) Pop() any {
+	old := *q
+	rg := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return rg
 }
 
 type againState struct {
+	queue ringQueue
 	timer *time.Timer
 	at    time.Time // when timer fires (zero: not armed)
 	busy  bool      // a check is running
@@ -39,18 +69,27 @@ type againState struct {
 // recordRingLocked remembers a ring for ring-again. b.mu must be held.
 func (b *Bell) recordRingLocked(ep *endpoint, s *Session, r store.Ready) {
 	// A newer ring of the same todo replaces the older one.
-	for i := range ep.rings {
-		if ep.rings[i].r.ID == r.ID {
-			ep.rings = append(ep.rings[:i], ep.rings[i+1:]...)
+	for i, old := range ep.rings {
+		if old.r.ID == r.ID {
+			b.forgetLocked(ep, i)
 			break
 		}
 	}
 	if len(ep.rings) >= maxRings {
-		ep.rings = ep.rings[1:]
+		b.forgetLocked(ep, 0)
 	}
 	now := time.Now()
-	ep.rings = append(ep.rings, ring{r: r, s: s, at: now})
-	b.armAgainLocked(now.Add(b.ringAgain))
+	rg := &ring{ep: ep, r: r, s: s, at: now, due: now.Add(b.ringAgain)}
+	ep.rings = append(ep.rings, rg)
+	heap.Push(&b.again.queue, rg)
+	b.armAgainLocked(rg.due)
+}
+
+// forgetLocked drops the endpoint's i-th remembered ring; it leaves the queue when it comes up.
+// b.mu must be held.
+func (b *Bell) forgetLocked(ep *endpoint, i int) {
+	ep.rings[i].gone = true
+	ep.rings = slices.Delete(ep.rings, i, i+1)
 }
 
 // calledSince reports whether the session made a tool call after t.
@@ -84,46 +123,57 @@ func (b *Bell) armAgainLocked(t time.Time) {
 	})
 }
 
-// candidate is a ring due to go out again.
-type candidate struct {
-	ep *endpoint
-	rg ring
+// budgetLocked is how many more todos the endpoint may ring again now, and when the spent
+// window frees one. b.mu must be held.
+func (b *Bell) budgetLocked(ep *endpoint, now time.Time) (int, time.Time) {
+	n := againPerWindow - ep.againDue
+	for _, t := range ep.againAt {
+		if now.Sub(t) < b.ringAgain {
+			n--
+		}
+	}
+	var free time.Time
+	if k := len(ep.againAt); k > 0 {
+		free = ep.againAt[max(0, k-againPerWindow)].Add(b.ringAgain)
+	}
+	return n, maxTime(free, now.Add(againGap))
 }
 
 // checkAgain rings again what is due, then re-arms for the next due ring.
 func (b *Bell) checkAgain() {
 	now := time.Now()
 	b.mu.Lock()
-	var due []candidate
-	for _, ep := range b.eps {
-		budget := againPerWindow
-		for _, t := range ep.againAt {
-			if now.Sub(t) < b.ringAgain {
-				budget--
-			}
+	var due []*ring
+	for q := &b.again.queue; q.Len() > 0 && !(*q)[0].due.After(now); {
+		rg := heap.Pop(q).(*ring)
+		if rg.gone {
+			continue
 		}
-		keep := ep.rings[:0]
-		for _, rg := range ep.rings {
-			switch {
-			case rg.s.calledSince(rg.at):
-				// Draining: its own claims will reach the todo.
-			case now.Sub(rg.at) >= b.ringAgain && budget > 0:
-				due = append(due, candidate{ep, rg})
-				budget--
-			default:
-				keep = append(keep, rg)
-			}
+		ep := rg.ep
+		i := slices.Index(ep.rings, rg)
+		if rg.s.calledSince(rg.at) {
+			b.forgetLocked(ep, i) // draining: its own claims will reach the todo
+			continue
 		}
-		clear(ep.rings[len(keep):])
-		ep.rings = keep
+		if n, free := b.budgetLocked(ep, now); n <= 0 {
+			rg.due = free // the oldest first once the window frees one
+			heap.Push(q, rg)
+			continue
+		}
+		b.forgetLocked(ep, i)
+		ep.againDue++
+		due = append(due, rg)
+	}
+	for _, rg := range due {
+		rg.ep.againDue = 0
 	}
 	b.mu.Unlock()
 
 	var claimable map[string]bool
 	if len(due) > 0 && b.st != nil {
 		ids := make([]string, len(due))
-		for i, c := range due {
-			ids[i] = c.rg.r.ID
+		for i, rg := range due {
+			ids[i] = rg.r.ID
 		}
 		ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
 		var err error
@@ -140,44 +190,31 @@ func (b *Bell) checkAgain() {
 	if b.closed {
 		return
 	}
-	for _, c := range due {
-		if !claimable[c.rg.r.ID] || b.eps[c.ep.id] != c.ep {
+	for _, rg := range due {
+		ep := rg.ep
+		if !claimable[rg.r.ID] || b.eps[ep.id] != ep {
 			continue
 		}
-		if b.wakeLocked(c.ep, c.rg.r) {
+		if b.wakeLocked(ep, rg.r) {
 			continue
 		}
-		if to := againTarget(c.ep, c.rg); to != nil && b.offerLocked(c.ep, to, c.rg.r) {
-			c.ep.againAt = append(c.ep.againAt, now)
-			if len(c.ep.againAt) > againPerWindow {
-				c.ep.againAt = c.ep.againAt[1:]
+		if to := againTarget(ep, rg); to != nil && b.offerLocked(ep, to, rg.r) {
+			ep.againAt = append(ep.againAt, now)
+			if len(ep.againAt) > againPerWindow {
+				ep.againAt = ep.againAt[1:]
 			}
 			b.m.DoorbellRungAgain.Inc()
 		}
 	}
-	// Re-arm for the oldest ring left (or the end of a spent window).
-	var next time.Time
-	for _, ep := range b.eps {
-		if len(ep.rings) == 0 {
-			continue
-		}
-		t := ep.rings[0].at.Add(b.ringAgain)
-		if n := len(ep.againAt); n >= againPerWindow {
-			t = maxTime(t, ep.againAt[n-againPerWindow].Add(b.ringAgain))
-		}
-		if next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
-	if !next.IsZero() {
-		b.armAgainLocked(maxTime(next, now.Add(againGap)))
+	if q := b.again.queue; q.Len() > 0 {
+		b.armAgainLocked(maxTime(q[0].due, now.Add(againGap)))
 	}
 }
 
 // againTarget is the session to ring again: the next one in turn after the one first rung that
 // has an open stream and made no tool call since that ring; the first one itself when it is
 // the only session with a stream. nil when every other session is draining.
-func againTarget(ep *endpoint, rg ring) *Session {
+func againTarget(ep *endpoint, rg *ring) *Session {
 	n := len(ep.sessions)
 	start := 0
 	for i, s := range ep.sessions {

@@ -4,11 +4,12 @@
 // One LISTEN connection per process (listen.go) hears switchboard.ring()'s pg_notify on the
 // channel switchboard_doorbell (payload '*', or an endpoint id when sent by hand) and
 // switchboard_revoked. On a ring the bell reads, in one walk of the todos_ready index, which
-// todos became ready since its endpoints' cursors (switchboard.ready_todos_since), now and once
-// more after the coalescing window, because ring() notifies at most once per doorbell_window_ms
-// for the whole database. Each read moves the cursors up to its own clock (less a second for
-// transactions that commit late), so a read costs what became ready since, not the number of
-// endpoints with sessions here. Each new ready todo goes to ONE session of its
+// todos of any endpoint became ready since its cursor (switchboard.ready_todos_since), now and
+// once more after the coalescing window, because ring() notifies at most once per
+// doorbell_window_ms for the whole database. Each read moves the one cursor up to its own clock
+// (less a second for transactions that commit late), so a read costs what became ready since,
+// not the number of endpoints with sessions here: nothing on the signal's path walks them. Each
+// new ready todo goes to ONE session of its
 // endpoint with an open GET stream (round-robin) through that session's buffer of 16; a full
 // buffer drops the notification. A session whose stream opens is rung for the endpoint's
 // oldest pending todos. Nothing waits on a client.
@@ -76,15 +77,20 @@ type Bell struct {
 	ringAgain time.Duration        // ring_again_seconds (again.go)
 	waitMax   time.Duration        // claim_wait_max_seconds (wait.go)
 	eps       map[string]*endpoint // endpoints with live sessions here
-	list      []*endpoint          // the same, for the '*' reads (a slice walks faster than a map)
+	list      []*endpoint          // the same, for the time-based reads' endpoint list
+
+	// The NOTIFY path's reads (readSince): one cursor for every endpoint here.
+	cursor    time.Time            // database clock: rows ready before it were read (zero: the last second)
+	seen      map[string]time.Time // todo id → ready_at already rung, at or after cursor
+	reading   bool                 // a reader goroutine is active
+	readAgain bool                 // a signal arrived while reading: read again
 
 	waits waitState // claim_next calls that wait (wait.go)
 	again againState
 	due   dueState // time-based rings (due.go)
 
-	listening   chan struct{} // closed and replaced on each (re)connect; see Listening
-	allTrailing *time.Timer   // pending re-check of every endpoint (see ringAll)
-	batches     sync.Pool     // *[]*endpoint of readAllLocked, reused: a signal reads them all twice
+	listening chan struct{} // closed and replaced on each (re)connect; see Listening
+	trailing  *time.Timer   // pending re-check after the coalescing window (see ringAll)
 
 	connects atomic.Uint64 // LISTEN connections made so far
 	feed     atomic.Uint64 // the current connection's number while it is up, else 0 (see Epoch)
@@ -95,17 +101,15 @@ type endpoint struct {
 	id       string
 	sessions []*Session
 	rr       int
-	since    time.Time            // read cursor (zero: the last second by the database clock)
-	seen     map[string]time.Time // todo id → ready_at already rung; pruned below since
-	running  bool                 // a reader goroutine is active
-	dirty    bool                 // ring arrived while reading: read again
-	trailing *time.Timer          // pending re-check after the coalescing window
+	// floor: todos that became ready before it (the first attach, by the database clock) are
+	// the attach ring's, not the NOTIFY path's (zero until known: no floor).
+	floor time.Time
 
-	waiters    []*Waiter          // waiting calls not woken now, in arrival order (wait.go)
-	allWaiters []*Waiter          // every waiting call of the endpoint here, woken or not
-	rings      []ring             // rings sent, oldest first, until answered or rung again (again.go)
-	againAt    []time.Time        // when the last rings again went out (at most againPerWindow)
-	dueSeen    map[string]dueMark // todos a time-based ring announced (due.go)
+	waiters    []*Waiter   // waiting calls not woken now, in arrival order (wait.go)
+	allWaiters []*Waiter   // every waiting call of the endpoint here, woken or not
+	rings      []*ring     // rings sent, oldest first, until answered or rung again (again.go)
+	againAt    []time.Time // when the last rings again went out (at most againPerWindow)
+	againDue   int         // rings again picked by the running check (again.go)
 }
 
 // New makes a bell over the store.
@@ -129,7 +133,8 @@ func New(st *store.Store, cfg Config) *Bell {
 	return &Bell{
 		st: st, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel, window: w,
 		ringAgain: defaultRingAgain, waitMax: defaultWaitMax,
-		eps: map[string]*endpoint{}, listening: make(chan struct{}),
+		eps: map[string]*endpoint{}, seen: map[string]time.Time{}, listening: make(chan struct{}),
+		due: dueState{seen: map[string]dueMark{}},
 	}
 }
 
@@ -144,15 +149,11 @@ func (b *Bell) Close() {
 	}
 	b.closed = true
 	b.cancel()
-	if b.allTrailing != nil {
-		b.allTrailing.Stop()
+	if b.trailing != nil {
+		b.trailing.Stop()
 	}
 	b.stopTimersLocked()
 	for _, ep := range b.eps {
-		if ep.trailing != nil {
-			ep.trailing.Stop()
-			ep.trailing = nil
-		}
 		for _, s := range ep.sessions {
 			s.shut()
 		}
@@ -187,7 +188,7 @@ func (b *Bell) Attach(endpointID, sessionID string, send Sender) *Session {
 	}
 	ep := b.eps[endpointID]
 	if ep == nil {
-		ep = &endpoint{id: endpointID, seen: map[string]time.Time{}, dueSeen: map[string]dueMark{}}
+		ep = &endpoint{id: endpointID}
 		b.eps[endpointID] = ep
 		b.list = append(b.list, ep)
 		b.goTracked(func() { b.startCursor(ep) })
@@ -197,7 +198,7 @@ func (b *Bell) Attach(endpointID, sessionID string, send Sender) *Session {
 	return s
 }
 
-// startCursor starts a new endpoint's read cursor at the database's now: the NOTIFY path rings
+// startCursor sets a new endpoint's floor just before the database's now: the NOTIFY path rings
 // what becomes ready from here on; the backlog is the attach ring's (oldest pending).
 func (b *Bell) startCursor(ep *endpoint) {
 	if b.st == nil {
@@ -207,50 +208,35 @@ func (b *Bell) startCursor(ep *endpoint) {
 	now, err := b.st.Now(ctx)
 	cancel()
 	if err != nil {
-		return // the zero cursor's one-second look back will do
+		return // no floor: at most a second of backlog is rung twice
 	}
 	b.mu.Lock()
-	if ep.since.IsZero() {
-		ep.since = now.Add(-cursorStart)
-	}
+	ep.floor = now.Add(-cursorStart)
 	b.mu.Unlock()
 }
 
-// Ring makes the bell look for newly ready todos of an endpoint (as a doorbell NOTIFY does),
-// and once more after the coalescing window.
-func (b *Bell) Ring(endpointID string) { b.ring(endpointID, true) }
-
-func (b *Bell) ring(endpointID string, trailing bool) {
+// Ring makes the bell look for newly ready todos of an endpoint (as a doorbell NOTIFY naming
+// it does), and once more after the coalescing window. The read covers every endpoint here.
+func (b *Bell) Ring(endpointID string) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	ep := b.eps[endpointID]
-	if ep == nil || b.closed {
-		return
+	ok := b.eps[endpointID] != nil
+	b.mu.Unlock()
+	if ok {
+		b.ringAll()
 	}
-	if trailing {
-		// Re-check one window after the latest signal: ring() stays silent for that long, so
-		// todos created meanwhile are only found by this read.
-		b.rearm(&ep.trailing, func() { b.ring(endpointID, false) })
-	}
-	if ep.running {
-		ep.dirty = true
-		return
-	}
-	ep.running = true
-	b.goTracked(func() { b.reader(ep) })
 }
 
-// ringAll re-reads every endpoint with sessions here — in one query — now and once more a
-// window after the latest call: a '*' doorbell signal (ring() coalesces for the whole
-// database), and the listener's (re)connect, after which a signal sent while it was away may
-// have silenced later ones.
+// ringAll reads what became ready, now and once more a window after the latest call: a '*'
+// doorbell signal (ring() coalesces for the whole database, so todos created during the
+// window are only found by the second read), and the listener's (re)connect, after which a
+// signal sent while it was away may have silenced later ones.
 func (b *Bell) ringAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	b.rearm(&b.allTrailing, b.readAll)
+	b.rearm(&b.trailing, b.readAll)
 	b.readAllLocked()
 }
 
@@ -278,72 +264,45 @@ func (b *Bell) readAll() {
 	b.readAllLocked()
 }
 
-// readAllLocked starts one batch read of every endpoint not being read already (those get
-// their dirty flag). b.mu must be held.
+// readAllLocked starts a reader, or asks the running one to read again. With no endpoint
+// here there is nobody to ring: the cursor restarts at the last second, so the first read
+// after an idle spell does not page through what became ready meanwhile. b.mu must be held.
 func (b *Bell) readAllLocked() {
-	if b.closed {
-		return
-	}
-	buf, _ := b.batches.Get().(*[]*endpoint)
-	if buf == nil {
-		buf = new([]*endpoint)
-	}
-	batch := (*buf)[:0]
-	for _, ep := range b.list {
-		if ep.running {
-			ep.dirty = true
-			continue
-		}
-		ep.running = true
-		batch = append(batch, ep)
-	}
-	*buf = batch
-	if len(batch) == 0 || !b.goTracked(func() {
-		b.batchReader(batch)
-		clear(*buf) // no endpoint kept alive by the pool
-		b.batches.Put(buf)
-	}) {
-		b.batches.Put(buf)
+	switch {
+	case b.closed:
+	case len(b.eps) == 0:
+		b.cursor = time.Time{}
+		clear(b.seen)
+	case b.reading:
+		b.readAgain = true
+	default:
+		b.reading = true
+		b.goTracked(b.reader)
 	}
 }
 
-// batchReader reads a batch of endpoints in one walk, again for those rung meanwhile (dirty),
-// until none is.
-func (b *Bell) batchReader(eps []*endpoint) {
-	for len(eps) > 0 {
-		b.readSince(eps)
-		again := eps[:0]
+// reader reads until no signal arrived meanwhile.
+func (b *Bell) reader() {
+	for {
+		b.readSince()
 		b.mu.Lock()
-		for _, ep := range eps {
-			if ep.dirty && !b.closed {
-				ep.dirty = false
-				again = append(again, ep)
-				continue
-			}
-			ep.running = false
+		if !b.readAgain || b.closed {
+			b.reading = false
+			b.mu.Unlock()
+			return
 		}
+		b.readAgain = false
 		b.mu.Unlock()
-		eps = again
 	}
 }
 
-// reader reads one endpoint until no ring arrived meanwhile.
-func (b *Bell) reader(ep *endpoint) { b.batchReader([]*endpoint{ep}) }
-
-// readSince fetches what became ready since the earliest cursor of eps, across all endpoints in
-// one walk (switchboard.ready_todos_since), rings one session for each new todo, and moves every
-// cursor of eps up to the read's clock less cursorSlack. The cost is the todos that became ready
-// since, not the number of endpoints with sessions here, and an endpoint holding an old
-// unclaimed todo is not read again on every signal. It allocates nothing per endpoint: a '*'
-// signal reads for every endpoint, twice.
-func (b *Bell) readSince(eps []*endpoint) {
+// readSince fetches what became ready since the cursor, across all endpoints in one walk
+// (switchboard.ready_todos_since), rings one session for each new todo of an endpoint here,
+// and moves the cursor up to the read's clock less cursorSlack. Its cost is the todos that
+// became ready since, not the endpoints with sessions here.
+func (b *Bell) readSince() {
 	b.mu.Lock()
-	var since time.Time // zero (the last second) when any cursor is unset
-	for i, ep := range eps {
-		if i == 0 || (!since.IsZero() && (ep.since.IsZero() || ep.since.Before(since))) {
-			since = ep.since
-		}
-	}
+	since := b.cursor
 	b.mu.Unlock()
 	for page := 0; page < maxPages; page++ {
 		ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
@@ -351,26 +310,22 @@ func (b *Bell) readSince(eps []*endpoint) {
 		cancel()
 		if err != nil {
 			if b.ctx.Err() == nil {
-				b.log.Warn("doorbell read failed", "endpoints", len(eps), "err", store.Classify(err).Unwrap())
+				b.log.Warn("doorbell read failed", "err", store.Classify(err).Unwrap())
 			}
 			return
 		}
 		full := len(rows) == readLimit
-		covered := now.Add(-cursorSlack) // every cursor of eps may move up to here
+		covered := now.Add(-cursorSlack) // the cursor may move up to here
 		if full {
 			covered = rows[len(rows)-1].ReadyAt.Add(-cursorSlack)
 		}
 		b.mu.Lock()
-		// Rows of any endpoint with sessions here are rung (a todo is rung once: seen), not only
-		// those of eps; rows behind an endpoint's cursor were read before.
 		for _, r := range rows {
-			if ep := b.eps[r.Endpoint]; ep != nil && (ep.since.IsZero() || !r.ReadyAt.Before(ep.since)) {
+			if ep := b.eps[r.Endpoint]; ep != nil && !r.ReadyAt.Before(ep.floor) {
 				b.absorbOneLocked(ep, r)
 			}
 		}
-		for _, ep := range eps {
-			b.advanceLocked(ep, covered)
-		}
+		b.advanceLocked(covered)
 		b.mu.Unlock()
 		// A full page may hide newer rows: continue from its last ready_at, unless the page
 		// made no progress (more rows share one ready_at than a page holds).
@@ -381,36 +336,33 @@ func (b *Bell) readSince(eps []*endpoint) {
 	}
 }
 
-// absorbOneLocked rings for a row not rung yet. b.mu must be held.
-func (b *Bell) absorbOneLocked(ep *endpoint, r store.Ready) {
-	if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
+// advanceLocked moves the cursor up to c (never back) and forgets the rung todos that fall
+// behind it: no read returns them again. b.mu must be held.
+func (b *Bell) advanceLocked(c time.Time) {
+	if !c.After(b.cursor) {
 		return
 	}
-	if d, ok := ep.dueSeen[r.ID]; ok && d.attempt == r.Attempt {
-		// A time-based ring announced it; the requeue that made it pending (a claim's
-		// takeover, the reaper) is the same readiness.
-		ep.seen[r.ID] = r.ReadyAt
-		return
-	}
-	if b.passLocked(ep, r) {
-		ep.seen[r.ID] = r.ReadyAt
+	b.cursor = c
+	for id, at := range b.seen {
+		if at.Before(c) {
+			delete(b.seen, id)
+		}
 	}
 }
 
-// advanceLocked moves the endpoint's cursor up to c (never back) and forgets the rung todos that
-// fall behind it. b.mu must be held.
-func (b *Bell) advanceLocked(ep *endpoint, c time.Time) {
-	if !c.After(ep.since) {
+// absorbOneLocked rings for a row not rung yet. b.mu must be held.
+func (b *Bell) absorbOneLocked(ep *endpoint, r store.Ready) {
+	if at, ok := b.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
 		return
 	}
-	ep.since = c
-	if len(ep.seen) == 0 {
-		return // an empty map still costs a walk of its buckets: most endpoints, every read
+	if d, ok := b.due.seen[r.ID]; ok && d.attempt == r.Attempt {
+		// A time-based ring announced it; the requeue that made it pending (a claim's
+		// takeover, the reaper) is the same readiness.
+		b.seen[r.ID] = r.ReadyAt
+		return
 	}
-	for id, at := range ep.seen {
-		if at.Before(c) {
-			delete(ep.seen, id)
-		}
+	if b.passLocked(ep, r) {
+		b.seen[r.ID] = r.ReadyAt
 	}
 }
 
@@ -484,14 +436,14 @@ func (b *Bell) attached(s *Session) {
 		return
 	}
 	for _, r := range rows {
-		if at, ok := ep.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
+		if at, ok := b.seen[r.ID]; ok && at.Equal(r.ReadyAt) {
 			continue // just rung to a session (maybe this one): no double ring
 		}
-		if d, ok := ep.dueSeen[r.ID]; ok && d.attempt == r.Attempt {
+		if d, ok := b.due.seen[r.ID]; ok && d.attempt == r.Attempt {
 			continue
 		}
-		if !r.ReadyAt.Before(ep.since) {
-			ep.seen[r.ID] = r.ReadyAt
+		if !r.ReadyAt.Before(b.cursor) {
+			b.seen[r.ID] = r.ReadyAt // a NOTIFY read may still return it
 		}
 		b.offerLocked(ep, s, r)
 	}
@@ -555,8 +507,8 @@ func (s *Session) Close() {
 		}
 	}
 	if len(ep.sessions) == 0 {
-		if ep.trailing != nil {
-			ep.trailing.Stop()
+		for _, rg := range ep.rings {
+			rg.gone = true
 		}
 		delete(b.eps, s.endpoint)
 		if i := slices.Index(b.list, ep); i >= 0 {

@@ -190,7 +190,7 @@ func TestAgainTarget(t *testing.T) {
 	}
 	ep := b.eps["ep"]
 	at := time.Now()
-	rg := ring{r: store.Ready{ID: "t"}, s: p, at: at}
+	rg := &ring{r: store.Ready{ID: "t"}, s: p, at: at}
 	if got := againTarget(ep, rg); got != c {
 		t.Fatalf("target %v, want the next in turn", got.id)
 	}

@@ -36,9 +36,10 @@ type dueMark struct {
 
 type dueState struct {
 	timer   *time.Timer
-	at      time.Time // when timer fires (zero: not armed)
-	last    time.Time // when the last read started (local clock)
-	cursor  time.Time // database clock: moments before this were read (zero: the last second)
+	at      time.Time          // when timer fires (zero: not armed)
+	last    time.Time          // when the last read started (local clock)
+	cursor  time.Time          // database clock: moments before this were read (zero: the last second)
+	seen    map[string]dueMark // todo id → the time-based ring that announced it
 	running bool
 	dirty   bool        // a hint arrived during a read
 	hinted  atomic.Bool // a hint is pending (keeps Session.Called lock-free)
@@ -97,9 +98,9 @@ func (b *Bell) scheduleDueLocked(t time.Time) {
 // dueRead is one time-based read and what follows from it.
 func (b *Bell) dueRead() {
 	b.mu.Lock()
-	ids := make([]string, 0, len(b.eps))
-	for id := range b.eps {
-		ids = append(ids, id)
+	ids := make([]string, len(b.list))
+	for i, ep := range b.list {
+		ids[i] = ep.id
 	}
 	since := b.due.cursor
 	start := time.Now()
@@ -140,19 +141,17 @@ func (b *Bell) dueRead() {
 				continue
 			}
 			for _, r := range rows {
-				if d, ok := ep.dueSeen[r.ID]; ok && d.attempt == r.Attempt {
+				if d, ok := b.due.seen[r.ID]; ok && d.attempt == r.Attempt {
 					continue
 				}
 				if b.passLocked(ep, r) {
-					ep.dueSeen[r.ID] = dueMark{attempt: r.Attempt, at: done}
+					b.due.seen[r.ID] = dueMark{attempt: r.Attempt, at: done}
 				}
 			}
 		}
-		for _, ep := range b.eps {
-			for id, d := range ep.dueSeen {
-				if done.Sub(d.at) > dueKeep {
-					delete(ep.dueSeen, id)
-				}
+		for id, d := range b.due.seen {
+			if done.Sub(d.at) > dueKeep {
+				delete(b.due.seen, id)
 			}
 		}
 		// Moments are exact (set by the writing transaction), but one that committed late may
