@@ -373,7 +373,8 @@ func claimSection(ctx context.Context, b *Bench) ([]Row, error) {
 		row := Row{Section: "claim+complete", Name: fmt.Sprintf("claim_next+complete, %d worker(s)", n),
 			Value: rf, Unit: "cycles/s", Baseline: rb, Ratio: Ratio(rf, rb)}
 		if n == 16 {
-			row.Target, row.Pass = ">= 0.80 x bare", AtLeast(row.Ratio, 0.8)
+			// No target: the old ">= 0.8 x bare" was retired by the cost-curve issue (16) for the
+			// cold, history and sessions rows; the indented rows below show where the gap goes.
 			row.BaseName = "UPDATE bench_bare ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1) + UPDATE ... SET state='done'"
 		}
 		if m := res["fn"].Misses + res["bare"].Misses; m > 0 {
