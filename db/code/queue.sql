@@ -6,9 +6,10 @@
 -- UPDATE each on the happy path: scope() and holds() are SQL functions the planner inlines, and
 -- the reason for a refusal (refuse_todo) is looked up only when nothing matched.
 
--- The todo row as agents see it; p_detail adds payload and routing (claim, get). A todo from a
--- delivery holds no payload of its own: it is the event's, read here (one PK lookup, detail only).
-CREATE OR REPLACE FUNCTION switchboard.todo_json(t switchboard.todos, p_detail boolean DEFAULT false) RETURNS jsonb
+-- The todo row as agents see it (list, and every verb that returns a todo). One expression and
+-- no subquery, so the planner inlines it into the caller's statement: called as a function it
+-- cost about 25 us a row, half of a 50-row list_todos.
+CREATE OR REPLACE FUNCTION switchboard.todo_json(t switchboard.todos) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'id', t.id,
@@ -25,15 +26,21 @@ LANGUAGE sql STABLE AS $$
         'dead_letter', t.state = 'failed' AND t.next_retry_at IS NULL,
         'created_at', switchboard.rfc3339(t.created_at),
         'payload_size', t.payload_size)
-    || CASE WHEN p_detail
-            THEN jsonb_build_object('payload', CASE WHEN t.event_id IS NULL THEN t.payload
-                                                    ELSE (SELECT ev.payload FROM switchboard.webhook_events ev
-                                                           WHERE ev.id = t.event_id) END,
-                                    'routing', t.routing)
-            ELSE '{}'::jsonb END
 $$;
-COMMENT ON FUNCTION switchboard.todo_json(switchboard.todos, boolean) IS
-  'The todo shape of the MCP surface (times RFC 3339 UTC); detail adds payload (the event''s for a todo from a delivery) and routing.';
+COMMENT ON FUNCTION switchboard.todo_json(switchboard.todos) IS
+  'The todo shape of the MCP surface (times RFC 3339 UTC).';
+
+-- What claim and get add to todo_json: payload and routing. A todo from a delivery holds no
+-- payload of its own: it is the event's, read here (one PK lookup).
+CREATE OR REPLACE FUNCTION switchboard.todo_detail_json(t switchboard.todos) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'payload', CASE WHEN t.event_id IS NULL THEN t.payload
+                        ELSE (SELECT ev.payload FROM switchboard.webhook_events ev WHERE ev.id = t.event_id) END,
+        'routing', t.routing)
+$$;
+COMMENT ON FUNCTION switchboard.todo_detail_json(switchboard.todos) IS
+  'Payload (the event''s for a todo from a delivery) and routing of a todo, for claim and get.';
 
 -- What an active endpoint may do, as a row source: its granted queues, the owner string of its
 -- agent, and the lease a claim or heartbeat gets (the call's ask, else the endpoint's default,
@@ -207,7 +214,7 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_todo jsonb;
 BEGIN
-    SELECT switchboard.todo_json(t, true) || jsonb_build_object('result', t.result)
+    SELECT switchboard.todo_json(t) || switchboard.todo_detail_json(t) || jsonb_build_object('result', t.result)
       INTO v_todo
       FROM switchboard.todos t, switchboard.scope(p_endpoint) g
      WHERE t.id = p_todo AND t.endpoint_id = p_endpoint AND t.queue = ANY (g.queues);
@@ -245,7 +252,7 @@ BEGIN
        AND (u.state = 'pending'
             OR (u.state = 'claimed' AND u.lease_expires_at < now())
             OR (u.state = 'failed' AND u.next_retry_at <= now()))
-    RETURNING switchboard.todo_json(u, true) INTO v_todo;
+    RETURNING switchboard.todo_json(u) || switchboard.todo_detail_json(u) INTO v_todo;
     IF NOT FOUND THEN
         PERFORM switchboard.refuse_todo(p_endpoint, p_todo);
     END IF;
@@ -319,7 +326,7 @@ BEGIN
                     ORDER BY c.created_at, c.id
                     LIMIT 1
                       FOR UPDATE SKIP LOCKED)
-    RETURNING switchboard.todo_json(u, true) INTO v_todo;
+    RETURNING switchboard.todo_json(u) || switchboard.todo_detail_json(u) INTO v_todo;
     IF NOT FOUND THEN
         RETURN '{"empty": true}'::jsonb;
     ELSIF v_token IS NULL THEN
