@@ -69,14 +69,14 @@ type againState struct {
 // recordRingLocked remembers a ring for ring-again. b.mu must be held.
 func (b *Bell) recordRingLocked(ep *endpoint, s *Session, r store.Ready) {
 	// A newer ring of the same todo replaces the older one.
-	for i, old := range ep.rings {
+	for _, old := range ep.rings {
 		if old.r.ID == r.ID {
-			b.forgetLocked(ep, i)
+			forgetLocked(old)
 			break
 		}
 	}
 	if len(ep.rings) >= maxRings {
-		b.forgetLocked(ep, 0)
+		forgetLocked(ep.rings[0])
 	}
 	now := time.Now()
 	rg := &ring{ep: ep, r: r, s: s, at: now, due: now.Add(b.ringAgain)}
@@ -85,11 +85,13 @@ func (b *Bell) recordRingLocked(ep *endpoint, s *Session, r store.Ready) {
 	b.armAgainLocked(rg.due)
 }
 
-// forgetLocked drops the endpoint's i-th remembered ring; it leaves the queue when it comes up.
-// b.mu must be held.
-func (b *Bell) forgetLocked(ep *endpoint, i int) {
-	ep.rings[i].gone = true
-	ep.rings = slices.Delete(ep.rings, i, i+1)
+// forgetLocked drops a remembered ring from its endpoint; it leaves the queue when it comes up.
+// Bell.mu must be held.
+func forgetLocked(rg *ring) {
+	rg.gone = true
+	if i := slices.Index(rg.ep.rings, rg); i >= 0 {
+		rg.ep.rings = slices.Delete(rg.ep.rings, i, i+1)
+	}
 }
 
 // calledSince reports whether the session made a tool call after t.
@@ -149,19 +151,17 @@ func (b *Bell) checkAgain() {
 		if rg.gone {
 			continue
 		}
-		ep := rg.ep
-		i := slices.Index(ep.rings, rg)
 		if rg.s.calledSince(rg.at) {
-			b.forgetLocked(ep, i) // draining: its own claims will reach the todo
+			forgetLocked(rg) // draining: its own claims will reach the todo
 			continue
 		}
-		if n, free := b.budgetLocked(ep, now); n <= 0 {
+		if n, free := b.budgetLocked(rg.ep, now); n <= 0 {
 			rg.due = free // the oldest first once the window frees one
 			heap.Push(q, rg)
 			continue
 		}
-		b.forgetLocked(ep, i)
-		ep.againDue++
+		forgetLocked(rg)
+		rg.ep.againDue++
 		due = append(due, rg)
 	}
 	for _, rg := range due {
