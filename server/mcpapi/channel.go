@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,7 +24,8 @@ import (
 // channelTransport is an mcp.Transport that remembers its connection.
 type channelTransport struct {
 	inner   mcp.Transport
-	onClose func() // called once, when the connection closes
+	onClose func()                       // called once, when the connection closes
+	stream  *atomic.Pointer[eventStream] // the session's hijacked GET stream, if any (stream.go)
 
 	mu   sync.Mutex
 	conn mcp.Connection
@@ -34,7 +36,7 @@ func (t *channelTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	cc := &closeHook{Connection: c, onClose: t.onClose}
+	cc := &closeHook{Connection: &streamConn{Connection: c, stream: t.stream}, onClose: t.onClose}
 	t.mu.Lock()
 	t.conn = cc
 	t.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -46,6 +47,7 @@ type session struct {
 	ss        *mcp.ServerSession
 	transport *mcp.StreamableServerTransport
 	bell      *doorbell.Session
+	stream    atomic.Pointer[eventStream] // the hijacked GET stream (stream.go)
 	streams   int
 	lastSeen  time.Time
 	cred      []byte // credential hash the database last confirmed for this session
@@ -346,7 +348,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpoint
 	// Notifications (the doorbell) take the standalone GET stream.
 	t := &mcp.StreamableServerTransport{SessionID: id, JSONResponse: true}
 	s := &session{id: id, entry: e, transport: t, lastSeen: time.Now()}
-	ct := &channelTransport{inner: t}
+	ct := &channelTransport{inner: t, stream: &s.stream}
 	ct.onClose = func() { h.dropSession(s) }
 	ss, err := e.srv.Connect(r.Context(), ct, nil)
 	if err != nil {
@@ -424,6 +426,9 @@ func (h *Handler) dropSession(s *session) {
 	if s.bell != nil {
 		s.bell.Close()
 	}
+	if es := s.stream.Load(); es != nil {
+		es.close()
+	}
 }
 
 // serveGET serves the session's standalone SSE stream, which carries the doorbell.
@@ -437,6 +442,9 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEn
 	}
 	s := h.lookup(w, r, e, v)
 	if s == nil {
+		return
+	}
+	if h.serveStream(w, r, s) {
 		return
 	}
 	sw := &streamWriter{ResponseWriter: w, onOpen: func() {

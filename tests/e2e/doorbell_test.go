@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -227,6 +228,58 @@ func TestDoorbellAcrossServers(t *testing.T) {
 		cancel()
 		if err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// An accepted GET stream is served outside net/http (server/mcpapi/stream.go): a chunked
+// event stream that carries the doorbell, one per session (a second GET gets 409 while it is
+// open), and that ends when the session is deleted.
+func TestGETStreamOutsideNetHTTP(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := e.connect(t, ep, &agentclientOptionsNoStream)
+	hdr := map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": c.Session.ID(), "Mcp-Protocol-Version": "2025-06-18"}
+	first := rawRequest(t, "GET", e.url(ep), ep.Cred, nil, hdr)
+	// Connection: close marks the hijacked stream: the connection ends with it.
+	if first.StatusCode != http.StatusOK || fmt.Sprint(first.TransferEncoding) != "[chunked]" || !first.Close ||
+		first.Header.Get("Mcp-Session-Id") != c.Session.ID() {
+		t.Fatalf("GET stream: %d %v %v", first.StatusCode, first.TransferEncoding, first.Header)
+	}
+	if second := rawRequest(t, "GET", e.url(ep), ep.Cred, nil, hdr); second.StatusCode != http.StatusConflict {
+		t.Fatalf("second GET stream: %d, want 409", second.StatusCode)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(first.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	id := e.push(ep, "inbox", "over the hijacked stream")
+	for got := false; !got; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("stream ended before the ring")
+			}
+			got = strings.HasPrefix(l, "data: ") && strings.Contains(l, id) && strings.Contains(l, "notifications/claude/channel")
+		case <-time.After(2 * time.Second):
+			t.Fatal("no ring on the stream")
+		}
+	}
+	if del := rawRequest(t, "DELETE", e.url(ep), ep.Cred, nil, hdr); del.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", del.StatusCode)
+	}
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				return // the stream ended cleanly with the session
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("the stream outlived its session")
 		}
 	}
 }

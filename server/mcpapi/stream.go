@@ -1,0 +1,181 @@
+package mcpapi
+
+// A session's standalone GET stream, taken out of net/http once it is accepted. An idle session
+// is mostly that stream, and net/http holds a lot for one: the handler's goroutine (an 8 KiB
+// stack parked in the SDK's hangResponse), a 4 KiB read buffer, a 4 KiB write buffer, the
+// response's 2 KiB chunk buffer, and the request. So an HTTP/1.1 stream is hijacked: the handler
+// writes the response head and returns, net/http lets go of all of that, and the stream is the
+// connection plus one goroutine that reads it to notice the client leaving. Every message the
+// SDK would put on the standalone stream (the doorbell, progress during a waiting claim) is
+// written here instead (streamConn.Write), one chunk per event, as the SDK writes them.
+// HTTP/2 and HTTP/1.0 connections and resumption requests (Last-Event-ID) keep the SDK's
+// stream. The request log records a hijacked stream when it opens, not when it ends.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"switchboard/server/httpx"
+	"switchboard/server/store"
+)
+
+const streamWriteTimeout = 5 * time.Second // one event; a client that does not read is cut off
+
+var errStreamClosed = errors.New("GET stream closed")
+
+// eventStream is a hijacked GET stream.
+type eventStream struct {
+	conn net.Conn
+	once sync.Once
+	done chan struct{} // closed when the stream ends
+
+	mu  sync.Mutex // one event at a time
+	buf bytes.Buffer
+}
+
+// send writes one message as an SSE event in one HTTP chunk.
+func (es *eventStream) send(data []byte) error {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	select {
+	case <-es.done:
+		return errStreamClosed
+	default:
+	}
+	es.buf.Reset()
+	chunk(&es.buf, "event: message\ndata: ", data, "\n\n")
+	_ = es.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := es.conn.Write(es.buf.Bytes()); err != nil {
+		es.close()
+		return err
+	}
+	if es.buf.Cap() > 64<<10 {
+		es.buf = bytes.Buffer{} // a large event's buffer is not kept for an idle stream
+	}
+	return nil
+}
+
+// chunk appends one HTTP/1.1 chunk holding head, data and tail.
+func chunk(b *bytes.Buffer, head string, data []byte, tail string) {
+	fmt.Fprintf(b, "%x\r\n", len(head)+len(data)+len(tail))
+	b.WriteString(head)
+	b.Write(data)
+	b.WriteString(tail)
+	b.WriteString("\r\n")
+}
+
+// close ends the stream with the last chunk and closes the connection (once).
+func (es *eventStream) close() {
+	es.once.Do(func() {
+		close(es.done)
+		_ = es.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = es.conn.Write([]byte("0\r\n\r\n"))
+		_ = es.conn.Close()
+	})
+}
+
+// serveStream serves an accepted GET stream of s over the hijacked connection. It reports false
+// when the connection cannot be hijacked; the caller then lets the SDK serve the stream.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session) bool {
+	if r.ProtoMajor != 1 || r.ProtoMinor < 1 || len(r.Header.Values("Last-Event-ID")) > 0 {
+		return false // chunked encoding needs HTTP/1.1; HTTP/2 cannot be hijacked
+	}
+	es := &eventStream{done: make(chan struct{})}
+	h.mu.Lock()
+	busy := s.streams > 0 || !s.stream.CompareAndSwap(nil, es) // reserved: a second GET gets the conflict
+	h.mu.Unlock()
+	if busy {
+		writeError(w, http.StatusConflict, store.CodeConflict, "the session already has a GET stream")
+		return true
+	}
+
+	head := w.Header().Clone() // the security headers, set before the handler ran
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		s.stream.Store(nil)
+		return false
+	}
+	es.conn = conn
+	if sw, ok := w.(*httpx.StatusWriter); ok {
+		sw.Status = http.StatusOK // for the request log: the head is written below, not through w
+	}
+	head.Set("Content-Type", "text/event-stream")
+	head.Set("Transfer-Encoding", "chunked")
+	head.Set(sessionHeader, s.id)
+	head.Set("Connection", "close") // the connection ends with the stream: net/http has let go of it
+	head.Del("Content-Length")
+	var b bytes.Buffer
+	b.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = head.Write(&b)
+	b.WriteString("\r\n")
+	// An SSE comment, as the SDK sends, so that proxies forward the head at once.
+	chunk(&b, ": ok\n\n", nil, "")
+	_ = conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := conn.Write(b.Bytes()); err != nil {
+		s.stream.CompareAndSwap(es, nil)
+		es.close()
+		return true
+	}
+	// Nothing more is read from a GET stream's connection but its end; bytes a client sends
+	// anyway (a pipelined request it should not send) are dropped.
+	var in io.Reader = conn
+	if rw.Reader.Buffered() > 0 {
+		in = rw.Reader
+	}
+	h.mu.Lock()
+	s.streams++
+	h.mu.Unlock()
+	if s.bell != nil {
+		s.bell.StreamOpened()
+	}
+	go func() {
+		var one [1]byte
+		for {
+			if _, err := in.Read(one[:]); err != nil {
+				break
+			}
+		}
+		es.close()
+		s.stream.CompareAndSwap(es, nil)
+		h.mu.Lock()
+		s.streams--
+		s.lastSeen = time.Now()
+		h.mu.Unlock()
+		if s.bell != nil {
+			s.bell.StreamClosed()
+		}
+	}()
+	return true
+}
+
+// streamConn routes what the SDK would write to the standalone stream (every message that is
+// not a response: the JSON responses carry only those) to the session's hijacked stream, when
+// it has one.
+type streamConn struct {
+	mcp.Connection
+	stream *atomic.Pointer[eventStream]
+}
+
+func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if _, resp := msg.(*jsonrpc.Response); !resp {
+		if es := c.stream.Load(); es != nil {
+			data, err := jsonrpc.EncodeMessage(msg)
+			if err != nil {
+				return err
+			}
+			return es.send(data)
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
