@@ -449,21 +449,26 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEn
 	}
 	sw := &streamWriter{ResponseWriter: w, onOpen: func() {
 		h.mu.Lock()
-		s.streams++
+		s.streams++ // an idle session with an open stream is kept
 		h.mu.Unlock()
 		if s.bell != nil {
-			s.bell.StreamOpened()
+			s.bell.StreamOpened() // rings the new stream for the oldest pending todos
 		}
 	}}
 	s.transport.ServeHTTP(sw, r)
 	if sw.opened {
-		h.mu.Lock()
-		s.streams--
-		s.lastSeen = time.Now()
-		h.mu.Unlock()
-		if s.bell != nil {
-			s.bell.StreamClosed()
-		}
+		h.streamClosed(s)
+	}
+}
+
+// streamClosed records the end of an open GET stream of s; the session's idle time starts now.
+func (h *Handler) streamClosed(s *session) {
+	h.mu.Lock()
+	s.streams--
+	s.lastSeen = time.Now()
+	h.mu.Unlock()
+	if s.bell != nil {
+		s.bell.StreamClosed()
 	}
 }
 

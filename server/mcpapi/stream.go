@@ -91,22 +91,28 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session
 	if r.ProtoMajor != 1 || r.ProtoMinor < 1 || len(r.Header.Values("Last-Event-ID")) > 0 {
 		return false // chunked encoding needs HTTP/1.1; HTTP/2 cannot be hijacked
 	}
-	es := &eventStream{done: make(chan struct{})}
 	h.mu.Lock()
-	busy := s.streams > 0 || !s.stream.CompareAndSwap(nil, es) // reserved: a second GET gets the conflict
+	busy := s.streams > 0
+	if !busy {
+		s.streams++ // reserved: a second GET meanwhile gets the conflict
+	}
 	h.mu.Unlock()
 	if busy {
 		writeError(w, http.StatusConflict, store.CodeConflict, "the session already has a GET stream")
 		return true
 	}
+	unreserve := func() {
+		h.mu.Lock()
+		s.streams--
+		h.mu.Unlock()
+	}
 
 	head := w.Header().Clone() // the security headers, set before the handler ran
 	conn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		s.stream.Store(nil)
+		unreserve()
 		return false
 	}
-	es.conn = conn
 	if sw, ok := w.(*httpx.StatusWriter); ok {
 		sw.Status = http.StatusOK // for the request log: the head is written below, not through w
 	}
@@ -123,21 +129,26 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session
 	chunk(&b, ": ok\n\n", nil, "")
 	_ = conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	if _, err := conn.Write(b.Bytes()); err != nil {
-		s.stream.CompareAndSwap(es, nil)
-		es.close()
+		unreserve()
+		_ = conn.Close()
 		return true
+	}
+	es := &eventStream{conn: conn, done: make(chan struct{})}
+	s.stream.Store(es)
+	h.mu.Lock()
+	gone := h.sessions[s.id] != s // closed meanwhile: dropSession did not see the stream
+	h.mu.Unlock()
+	if gone {
+		es.close()
+	}
+	if s.bell != nil {
+		s.bell.StreamOpened()
 	}
 	// Nothing more is read from a GET stream's connection but its end; bytes a client sends
 	// anyway (a pipelined request it should not send) are dropped.
 	var in io.Reader = conn
 	if rw.Reader.Buffered() > 0 {
 		in = rw.Reader
-	}
-	h.mu.Lock()
-	s.streams++
-	h.mu.Unlock()
-	if s.bell != nil {
-		s.bell.StreamOpened()
 	}
 	go func() {
 		var one [1]byte
@@ -148,13 +159,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session
 		}
 		es.close()
 		s.stream.CompareAndSwap(es, nil)
-		h.mu.Lock()
-		s.streams--
-		s.lastSeen = time.Now()
-		h.mu.Unlock()
-		if s.bell != nil {
-			s.bell.StreamClosed()
-		}
+		h.streamClosed(s)
 	}()
 	return true
 }
