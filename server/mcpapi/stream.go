@@ -1,9 +1,10 @@
 package mcpapi
 
 // A session's standalone GET stream, taken out of net/http once it is accepted. An idle session
-// is mostly that stream, and net/http holds a lot for one: the handler's goroutine (an 8 KiB
-// stack parked in the SDK's hangResponse), a 4 KiB read buffer, a 4 KiB write buffer, the
-// response's 2 KiB chunk buffer, and the request. So an HTTP/1.1 stream is hijacked: the handler
+// is mostly that stream, and net/http holds a lot for one: two goroutines (the handler, its 8 KiB
+// stack parked in the SDK's hangResponse, and the connection's background read), a 4 KiB read
+// buffer, a 4 KiB write buffer, the response's 2 KiB chunk buffer, and the request (about 48 KiB
+// a session in all; 31 KiB now, docs/benchmarks.md). So an HTTP/1.1 stream is hijacked: the handler
 // writes the response head and returns, net/http lets go of all of that, and the stream is the
 // connection plus one goroutine that reads it to notice the client leaving. Every message the
 // SDK would put on the standalone stream (the doorbell, progress during a waiting claim) is
