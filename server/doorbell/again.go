@@ -125,10 +125,10 @@ func (b *Bell) armAgainLocked(t time.Time) {
 	})
 }
 
-// budgetLocked is how many more todos the endpoint may ring again now, and when the spent
-// window frees one. b.mu must be held.
-func (b *Bell) budgetLocked(ep *endpoint, now time.Time) (int, time.Time) {
-	n := againPerWindow - ep.againDue
+// budgetLocked is how many more todos the endpoint may ring again now, besides the picked ones
+// of the running check, and when the spent window frees one. b.mu must be held.
+func (b *Bell) budgetLocked(ep *endpoint, picked int, now time.Time) (int, time.Time) {
+	n := againPerWindow - picked
 	for _, t := range ep.againAt {
 		if now.Sub(t) < b.ringAgain {
 			n--
@@ -146,6 +146,7 @@ func (b *Bell) checkAgain() {
 	now := time.Now()
 	b.mu.Lock()
 	var due []*ring
+	picked := map[*endpoint]int{}
 	for q := &b.again.queue; q.Len() > 0 && !(*q)[0].due.After(now); {
 		rg := heap.Pop(q).(*ring)
 		if rg.gone {
@@ -155,17 +156,14 @@ func (b *Bell) checkAgain() {
 			forgetLocked(rg) // draining: its own claims will reach the todo
 			continue
 		}
-		if n, free := b.budgetLocked(rg.ep, now); n <= 0 {
+		if n, free := b.budgetLocked(rg.ep, picked[rg.ep], now); n <= 0 {
 			rg.due = free // the oldest first once the window frees one
 			heap.Push(q, rg)
 			continue
 		}
 		forgetLocked(rg)
-		rg.ep.againDue++
+		picked[rg.ep]++
 		due = append(due, rg)
-	}
-	for _, rg := range due {
-		rg.ep.againDue = 0
 	}
 	b.mu.Unlock()
 

@@ -109,7 +109,6 @@ type endpoint struct {
 	allWaiters []*Waiter   // every waiting call of the endpoint here, woken or not
 	rings      []*ring     // rings sent, oldest first, until answered or rung again (again.go)
 	againAt    []time.Time // when the last rings again went out (at most againPerWindow)
-	againDue   int         // rings again picked by the running check (again.go)
 }
 
 // New makes a bell over the store.
