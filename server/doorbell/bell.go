@@ -41,7 +41,7 @@ const (
 	writeTimeout = 5 * time.Second        // one notification write
 	readTimeout  = 10 * time.Second       // one doorbell SQL read
 	attachRing   = 3                      // oldest pending todos rung on attach
-	cursorStart  = 100 * time.Millisecond // a new endpoint's cursor: this long before attach
+	floorLead    = 100 * time.Millisecond // a new endpoint's floor: this long before attach
 )
 
 // Sender writes one notification to a session's client.
@@ -210,7 +210,7 @@ func (b *Bell) startCursor(ep *endpoint) {
 		return // no floor: at most a second of backlog is rung twice
 	}
 	b.mu.Lock()
-	ep.floor = now.Add(-cursorStart)
+	ep.floor = now.Add(-floorLead)
 	b.mu.Unlock()
 }
 
