@@ -14,7 +14,6 @@ import (
 	"path"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/tern/v2/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -39,63 +38,21 @@ func Code() fs.FS {
 	return sub
 }
 
-// Migrate applies every pending migration and then installs the code package, in one
-// transaction: a failure anywhere leaves the database as it was. It reports how many migrations
-// ran and the resulting version. Running it again applies nothing and installs the same code.
-func Migrate(ctx context.Context, conn *pgx.Conn) (applied int, version int32, err error) {
-	pkg, err := migrate.LoadCodePackage(Code())
-	if err != nil {
-		return 0, 0, fmt.Errorf("load code package: %w", err)
-	}
-	install, err := pkg.Eval(map[string]any{})
-	if err != nil {
-		return 0, 0, fmt.Errorf("code package: %w", err)
-	}
-
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(ternLock)); err != nil {
-		return 0, 0, fmt.Errorf("migration lock: %w", err)
-	}
-	// The migrator runs on the same connection, inside this transaction (DisableTx: it must not
-	// commit each migration on its own).
-	m, err := migrate.NewMigratorEx(ctx, conn, VersionTable, &migrate.MigratorOptions{DisableTx: true})
-	if err != nil {
-		return 0, 0, fmt.Errorf("migrator: %w", err)
-	}
+// Migrations are the migrations (NNN_name.sql), for tests that add one.
+func Migrations() fs.FS {
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {
-		return 0, 0, err
+		panic(err)
 	}
-	if err := m.LoadMigrations(sub); err != nil {
-		return 0, 0, fmt.Errorf("load migrations: %w", err)
-	}
-	before, err := m.GetCurrentVersion(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("current version: %w", err)
-	}
-	if int(before) > len(m.Migrations) {
-		return 0, 0, fmt.Errorf("schema version %d is newer than this binary's %d migrations: "+
-			"a database made before the migrations were squashed must be created again "+
-			"(drop it, or `make clean-db` for the private cluster)", before, len(m.Migrations))
-	}
-	if err := m.Migrate(ctx); err != nil {
-		return 0, 0, fmt.Errorf("migrate: %w", err)
-	}
-	after, err := m.GetCurrentVersion(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("current version: %w", err)
-	}
-	if _, err := tx.Exec(ctx, install); err != nil {
-		return 0, 0, fmt.Errorf("install code package: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, 0, err
-	}
-	return int(after - before), after, nil
+	return sub
+}
+
+// Migrate applies every pending migration and then installs the code package unless it is
+// installed already (see MigrateWith), with the default lock timeout and retries. It reports how
+// many migrations ran and the resulting version.
+func Migrate(ctx context.Context, conn *pgx.Conn) (applied int, version int32, err error) {
+	res, err := MigrateWith(ctx, conn, Options{})
+	return res.Applied, res.Version, err
 }
 
 // Fingerprint identifies the embedded migrations and code package (a hash of their names and

@@ -42,7 +42,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"migrate", "migrate", runMigrate},
+	{"migrate", "migrate [--reinstall] [--lock-timeout 500ms] [--retry-for 2m]", runMigrate},
 	{"serve", "serve [--addr HOST:PORT]", func(ctx context.Context, _ *cli, args []string) error { return runServe(ctx, args) }},
 	{"demo", "demo", runDemo},
 	{"human add", "human add NAME", runHumanAdd},

@@ -26,8 +26,13 @@ func TestMigrateOnMigratedDatabase(t *testing.T) {
 	conn := db(t, dsn)
 	want := scalar[int](t, conn, `SELECT version FROM public.switchboard_schema_version`)
 	got := ok[obj](t, dsn, "migrate", "--json")
-	if len(got) != 2 || num(t, got["applied"]) != 0 || num(t, got["version"]) != want {
-		t.Fatalf("migrate = %v, want applied 0, version %d", got, want)
+	if len(got) != 4 || num(t, got["applied"]) != 0 || num(t, got["version"]) != want ||
+		got["code"] != "unchanged" || num(t, got["attempts"]) != 1 {
+		t.Fatalf("migrate = %v, want applied 0, version %d, code unchanged, attempts 1", got, want)
+	}
+	// --reinstall installs the same package again.
+	if got := ok[obj](t, dsn, "migrate", "--json", "--reinstall"); got["code"] != "installed" {
+		t.Fatalf("migrate --reinstall = %v, want code installed", got)
 	}
 }
 

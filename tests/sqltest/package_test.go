@@ -136,7 +136,7 @@ func schemaCode(d *DB) []string {
 		 ORDER BY 1`)
 }
 
-// Installing again changes nothing; what the package no longer defines is dropped, except a
+// Installing again (--reinstall) changes nothing; what the package no longer defines is dropped, except a
 // function a table still depends on (here a column default), which keeps working; and a failed
 // install leaves the database as it was (migrations and install are one transaction).
 func TestMigrateAgainReinstallsThePackage(t *testing.T) {
@@ -150,9 +150,9 @@ func TestMigrateAgainReinstallsThePackage(t *testing.T) {
 	d.exec(`CREATE FUNCTION switchboard.kept() RETURNS int LANGUAGE sql AS 'SELECT 7'`)
 	d.exec(`CREATE TABLE public.uses_kept (x int DEFAULT switchboard.kept())`)
 
-	applied, version, err := db.Migrate(ctx(), conn)
-	if err != nil || applied != 0 || version < 1 {
-		t.Fatalf("migrate again: applied=%d version=%d err=%v", applied, version, err)
+	res, err := db.MigrateWith(ctx(), conn, db.Options{Reinstall: true})
+	if err != nil || res.Applied != 0 || res.Version < 1 {
+		t.Fatalf("migrate again: %+v err=%v", res, err)
 	}
 	d.exec(`INSERT INTO public.uses_kept DEFAULT VALUES`)
 	var x int
@@ -165,11 +165,17 @@ func TestMigrateAgainReinstallsThePackage(t *testing.T) {
 		t.Fatalf("install changed the code:\nbefore %v\nafter  %v", before, after)
 	}
 
-	// An object outside the package that depends on a package view stops the install.
+	// An object outside the package that depends on a package view no longer stops the install
+	// (the view is replaced in place), and a failed install leaves the database as it was.
 	d.exec(`CREATE FUNCTION switchboard.gone() RETURNS int LANGUAGE sql AS 'SELECT 1'`)
 	d.exec(`CREATE VIEW public.mine AS SELECT * FROM switchboard.dead_letters`)
-	if _, _, err := db.Migrate(ctx(), conn); err == nil {
-		t.Fatal("install dropped a view another object depends on")
+	if _, err := db.MigrateWith(ctx(), conn, db.Options{Reinstall: true}); err != nil {
+		t.Fatalf("install with a view on a package view: %v", err)
+	}
+	d.exec(`CREATE FUNCTION switchboard.gone() RETURNS int LANGUAGE sql AS 'SELECT 1'`)
+	broken := packageCopy(t, "views.sql", "CREATE OR REPLACE VIEW switchboard.dead_letters AS", "CREATE OR REPLACE VIEW switchboard.dead_letters AS SELECT nonsense;\nSELECT")
+	if _, err := db.MigrateWith(ctx(), conn, db.Options{Code: broken}); err == nil {
+		t.Fatal("a broken package installed")
 	}
 	if got := names(d, `SELECT proname::text FROM pg_proc WHERE proname = 'gone'`); len(got) != 1 {
 		t.Fatalf("failed install was not rolled back: %v", got)

@@ -103,11 +103,12 @@ func TestRuntimePrivileges(t *testing.T) {
 	if len(public) > 0 {
 		t.Errorf("PUBLIC may execute %v", public)
 	}
+	// coalesce: with no proconfig at all (search_path unpinned) the ANY is NULL, not false.
 	unpinned := names(d, `
 		SELECT p.proname::text FROM pg_proc p
 		 WHERE p.pronamespace = 'switchboard'::regnamespace
 		   AND has_function_privilege('switchboard_runtime', p.oid, 'EXECUTE') AND p.proname <> 'setting'
-		   AND NOT (p.prosecdef AND 'search_path=pg_catalog, pg_temp' = ANY (p.proconfig))`)
+		   AND NOT coalesce(p.prosecdef AND 'search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)`)
 	if len(unpinned) > 0 {
 		t.Errorf("runtime entry points without SECURITY DEFINER and a pinned search_path: %v", unpinned)
 	}
