@@ -49,9 +49,9 @@ func packageObjects(t *testing.T) (funcs, views, triggers map[string]string) {
 	return funcs, views, triggers
 }
 
-func names(d *DB, sql string) []string {
+func names(d *DB, sql string, args ...any) []string {
 	d.t.Helper()
-	rows, err := d.Query(ctx(), sql)
+	rows, err := d.Query(ctx(), sql, args...)
 	if err != nil {
 		d.t.Fatal(err)
 	}
