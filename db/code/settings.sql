@@ -72,7 +72,10 @@ BEGIN
                    s.min_value, s.max_value));
     END IF;
     UPDATE switchboard.settings SET value = p_value WHERE key = p_key;
+    -- Running servers re-read their doorbell settings when this commits (server/doorbell,
+    -- listen.go); a plain UPDATE reaches them within their 30 s re-read.
+    PERFORM pg_notify('switchboard_settings', p_key);
     RETURN switchboard.settings_json();
 END
 $$;
-COMMENT ON FUNCTION switchboard.settings_set(text, numeric) IS 'Change one tunable within its range; returns all of them.';
+COMMENT ON FUNCTION switchboard.settings_set(text, numeric) IS 'Change one tunable within its range and notify switchboard_settings (running servers apply it at once); returns all of them.';

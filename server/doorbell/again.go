@@ -85,6 +85,22 @@ func (b *Bell) recordRingLocked(ep *endpoint, s *Session, r store.Ready) {
 	b.armAgainLocked(rg.due)
 }
 
+// retimeRingsLocked applies a changed ring_again_seconds to the rings already remembered: one
+// rung before the change goes out again at its ring time plus the new value (not later than it
+// was due). b.mu must be held.
+func (b *Bell) retimeRingsLocked() {
+	q := b.again.queue
+	for _, rg := range q {
+		if d := rg.at.Add(b.ringAgain); d.Before(rg.due) {
+			rg.due = d
+		}
+	}
+	heap.Init(&b.again.queue)
+	if len(q) > 0 {
+		b.armAgainLocked(b.again.queue[0].due)
+	}
+}
+
 // forgetLocked drops a remembered ring from its endpoint; it leaves the queue when it comes up.
 // Bell.mu must be held.
 func forgetLocked(rg *ring) {

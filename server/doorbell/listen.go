@@ -7,10 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Channels of switchboard.ring() and switchboard.endpoint_revoke().
+// Channels of switchboard.ring(), switchboard.endpoint_revoke() and switchboard.settings_set().
 const (
 	channelDoorbell = "switchboard_doorbell"
 	channelRevoked  = "switchboard_revoked"
+	channelSettings = "switchboard_settings"
 	// ApplicationName names the LISTEN connection in pg_stat_activity.
 	ApplicationName = "switchboard-doorbell"
 )
@@ -91,7 +92,7 @@ func (b *Bell) connect() (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+channelDoorbell+"; LISTEN "+channelRevoked); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channelDoorbell+"; LISTEN "+channelRevoked+"; LISTEN "+channelSettings); err != nil {
 		_ = conn.Close(context.Background())
 		return nil, err
 	}
@@ -113,6 +114,11 @@ func (b *Bell) wait(conn *pgx.Conn) error {
 			} else {
 				b.Ring(n.Payload)
 			}
+		case channelSettings:
+			// settings_set() changed a tunable: read the doorbell's again, off this loop.
+			b.mu.Lock()
+			b.goTracked(b.refreshWindow)
+			b.mu.Unlock()
 		case channelRevoked:
 			if f := b.cfg.OnRevoked; f != nil {
 				id := n.Payload
@@ -124,7 +130,9 @@ func (b *Bell) wait(conn *pgx.Conn) error {
 	}
 }
 
-// settingsEvery is how often the doorbell's settings are read again besides each (re)connect.
+// settingsEvery is how often the doorbell's settings are read again besides each (re)connect
+// and each switchboard_settings notification: the backstop for a change made without
+// settings_set() (a plain UPDATE) or a notification lost with its connection.
 const settingsEvery = 30 * time.Second
 
 // refreshWindow reads the doorbell's settings: doorbell_window_ms (unless the window is
@@ -141,8 +149,9 @@ func (b *Bell) refreshWindow() {
 	if b.cfg.Window <= 0 && st.Window > 0 {
 		b.window = st.Window
 	}
-	if st.RingAgain > 0 {
+	if st.RingAgain > 0 && st.RingAgain != b.ringAgain {
 		b.ringAgain = st.RingAgain
+		b.retimeRingsLocked()
 	}
 	if st.HasWait {
 		b.waitMax = st.WaitMax
@@ -161,4 +170,12 @@ func (b *Bell) refreshSettings() {
 			b.refreshWindow()
 		}
 	}
+}
+
+// Settings are the doorbell's settings in force: the coalescing window, ring_again_seconds and
+// claim_wait_max_seconds.
+func (b *Bell) Settings() (window, ringAgain, waitMax time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.window, b.ringAgain, b.waitMax
 }
