@@ -48,6 +48,7 @@ type Server struct {
 
 	serveOnce sync.Once
 	inflight  atomic.Int64 // requests being served, MCP GET streams excepted
+	draining  atomic.Bool  // shutting down: not ready
 }
 
 // New builds a server over an open pool. Nothing runs until Serve or ListenAndServe.
@@ -202,13 +203,16 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-served:
 	}
 
+	// Draining (a rolling restart): /readyz answers 503, new sessions and streams are refused,
+	// waiting claim_next calls answer {empty: true}; in-flight calls finish below.
+	s.draining.Store(true)
+	s.mcp.Drain()
+	s.bell.EndWaits()
 	s.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- hs.Shutdown(sctx) }() // stop accepting; close idle connections
-	// Waiting claim_next calls answer {empty: true} now, and new ones do not wait.
-	s.bell.EndWaits()
 	// In-flight requests finish. MCP GET streams never do by themselves: they end with their
 	// sessions, closed below.
 	for s.inflight.Load() > 0 && sctx.Err() == nil {

@@ -79,6 +79,7 @@ type Handler struct {
 	sessions map[string]*session       // every live session, by id
 	revoked  map[string]time.Time      // endpoints revoked while this process ran (see acquire)
 	closing  bool
+	draining atomic.Bool // see drain.go
 
 	callSeq atomic.Uint64
 	calls   sync.Map // call id → *requestLog (see tool handler)
@@ -168,6 +169,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 	if !h.hostAllowed(r) {
 		writeError(w, http.StatusForbidden, "forbidden", "host not allowed")
+		return
+	}
+	if h.refuseWhileDraining(w, r) {
 		return
 	}
 	if r.ContentLength > MaxBody {

@@ -1,0 +1,32 @@
+package mcpapi
+
+// Draining: the first step of a graceful shutdown (a rolling restart). A draining handler
+// refuses what would start something long-lived here — a new session (a POST without
+// Mcp-Session-Id) and a GET stream — with 503 and Connection: close, so a balancer sends it to
+// another replica (docs/haproxy.cfg retries a 503 there), while the calls of existing sessions
+// are served to the end. Waiting claim_next calls are answered by the doorbell (Bell.EndWaits).
+// This is the one hook on the request path: a new request path (another protocol generation)
+// calls refuseWhileDraining before it starts a session or a stream.
+
+import "net/http"
+
+// Drain makes the handler refuse new sessions and streams from now on.
+func (h *Handler) Drain() { h.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (h *Handler) Draining() bool { return h.draining.Load() }
+
+// refuseWhileDraining answers 503 to a request that would start a session or a stream while
+// draining, and reports whether it did.
+func (h *Handler) refuseWhileDraining(w http.ResponseWriter, r *http.Request) bool {
+	if !h.draining.Load() {
+		return false
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodPost && r.Header.Get(sessionHeader) == "" {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "server is shutting down: connect again")
+		return true
+	}
+	return false
+}
