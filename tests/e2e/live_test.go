@@ -41,6 +41,7 @@ type liveLoad struct {
 	hookURL   string
 	secret    string
 	reconnect bool // a transport error is retried on a new session (rolling restarts)
+	wait      int  // claim_next's wait_seconds (0: poll)
 
 	stopSend  chan struct{} // the sender stops
 	stop      chan struct{} // the agents stop
@@ -91,7 +92,8 @@ func (l *liveLoad) call(c **agentclient.Client, i int, verb string, args map[str
 	for {
 		if *c == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			nc, err := agentclient.Connect(ctx, l.mcpURL, l.cred, &agentclient.Options{NoStream: true})
+			// Odd agents hold a GET stream too.
+			nc, err := agentclient.Connect(ctx, l.mcpURL, l.cred, &agentclient.Options{NoStream: i%2 == 0})
 			cancel()
 			if err != nil {
 				if !l.reconnect || l.stopped() {
@@ -135,7 +137,11 @@ func (l *liveLoad) agent(i int) {
 	}()
 	for !l.stopped() {
 		var got claimNext
-		if err := l.call(&c, i, "claim_next", map[string]any{}, &got); err != nil {
+		args := map[string]any{}
+		if l.wait > 0 {
+			args["wait_seconds"] = l.wait
+		}
+		if err := l.call(&c, i, "claim_next", args, &got); err != nil {
 			l.fail("%v", err)
 			time.Sleep(50 * time.Millisecond)
 			continue

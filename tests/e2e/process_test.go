@@ -30,9 +30,16 @@ func serveProcess(t *testing.T, bin, dsn string) (in *instance, term func() int)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	return serveProcessAt(t, bin, dsn, addr)
+}
+
+// serveProcessAt is serveProcess on a given address, with extra environment.
+func serveProcessAt(t *testing.T, bin, dsn, addr string, env ...string) (in *instance, term func() int) {
+	t.Helper()
 	cmd := exec.Command(bin, "serve")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the test
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "SWITCHBOARD_ADDR="+addr, "SWITCHBOARD_REAPER_INTERVAL=1s")
+	cmd.Env = append(cmd.Env, env...)
 	out := &testproc.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
