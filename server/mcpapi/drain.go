@@ -5,8 +5,10 @@ package mcpapi
 // Mcp-Session-Id) and a GET stream — with 503 and Connection: close, so a balancer sends it to
 // another replica (docs/haproxy.cfg retries a 503 there), while the calls of existing sessions
 // are served to the end. Waiting claim_next calls are answered by the doorbell (Bell.EndWaits).
-// This is the one hook on the request path: a new request path (another protocol generation)
-// calls refuseWhileDraining before it starts a session or a stream.
+// This is the one hook on the request path (ServeHTTP, before authentication). A request of the
+// sessionless protocol (Mcp-Protocol-Version 2026-07-28 and later) carries no session id on any
+// request, so it is let through here: its own path must refuse a new listen stream
+// (subscriptions/listen) with refuseWhileDraining's answer and serve its plain calls.
 
 import "net/http"
 
@@ -20,6 +22,10 @@ func (h *Handler) Draining() bool { return h.draining.Load() }
 // draining, and reports whether it did.
 func (h *Handler) refuseWhileDraining(w http.ResponseWriter, r *http.Request) bool {
 	if !h.draining.Load() {
+		return false
+	}
+	// Sessionless protocol: see above.
+	if r.Header.Get(versionHeader) >= newProtocol {
 		return false
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodPost && r.Header.Get(sessionHeader) == "" {
