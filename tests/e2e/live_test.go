@@ -357,33 +357,15 @@ func TestMigrateUnderLoad(t *testing.T) {
 
 // A migration that needs ACCESS EXCLUSIVE on switchboard.todos while another transaction holds
 // ACCESS SHARE on it times out under its lock_timeout and retries, and the tool calls queued
-// behind its request wait at most that long each time: they keep answering. Without the lock
-// timeout they would all wait behind it for as long as the reader holds its lock (3 s here).
+// behind its request wait at most that long each time: they keep answering. The control run
+// first, with a lock timeout longer than the reader's transaction (what a migrate without one
+// does), shows the calls all waiting behind it for as long as the reader holds its lock.
 func TestMigrateLockQueue(t *testing.T) {
 	e := newEnv(t, unlimited)
 	ep, hook, secret := liveEndpoint(t, e, e.base)
 	l := &liveLoad{mcpURL: e.url(ep), cred: ep.Cred, hookURL: hook, secret: secret}
 	startLoad(t, l, 4, 20*time.Millisecond)
 	time.Sleep(time.Second)
-
-	reader, err := pgx.Connect(context.Background(), e.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close(context.Background())
-	tx, err := reader.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(context.Background(), `LOCK TABLE switchboard.todos IN ACCESS SHARE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	const hold = 3 * time.Second
-	held := time.Now()
-	go func() {
-		time.Sleep(hold)
-		_ = tx.Commit(context.Background())
-	}()
 
 	conn, err := pgx.Connect(context.Background(), e.dsn)
 	if err != nil {
@@ -396,31 +378,64 @@ func TestMigrateLockQueue(t *testing.T) {
 		b, _ := fs.ReadFile(db.Migrations(), en.Name())
 		migs[en.Name()] = &fstest.MapFile{Data: b}
 	}
-	migs[fmt.Sprintf("%03d_test.sql", len(entries)+1)] = &fstest.MapFile{
-		Data: []byte(`ALTER TABLE switchboard.todos ADD COLUMN lock_probe int;`)}
-	const timeout = 200 * time.Millisecond
-	res, err := db.MigrateWith(context.Background(), conn, db.Options{Migrations: migs, LockTimeout: timeout})
-	migrated := time.Now()
-	if err != nil || res.Applied != 1 || res.Attempts < 2 {
-		t.Fatalf("migrate behind a reader: %+v %v", res, err)
-	}
-	if migrated.Sub(held) < hold {
-		t.Fatalf("migrated %v after the reader took its lock, before it let go", migrated.Sub(held))
-	}
-	l.mu.Lock()
-	var worst time.Duration
-	calls := 0
-	for _, s := range l.samples {
-		if !s.at.Before(held) && s.at.Before(held.Add(hold)) {
-			calls++
-			worst = max(worst, s.d)
+	const hold = 3 * time.Second
+	// run holds ACCESS SHARE on todos for 3 s in another transaction and migrates one more
+	// ALTER TABLE meanwhile; it returns the slowest tool call while the lock was held.
+	run := func(column string, timeout time.Duration) (db.Result, time.Duration, time.Duration, int) {
+		reader, err := pgx.Connect(context.Background(), e.dsn)
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer reader.Close(context.Background())
+		tx, err := reader.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(context.Background(), `LOCK TABLE switchboard.todos IN ACCESS SHARE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		held := time.Now()
+		go func() {
+			time.Sleep(hold)
+			_ = tx.Commit(context.Background())
+		}()
+		migs[fmt.Sprintf("%03d_test.sql", len(migs)+1)] = &fstest.MapFile{
+			Data: []byte(`ALTER TABLE switchboard.todos ADD COLUMN ` + column + ` int;`)}
+		res, err := db.MigrateWith(context.Background(), conn, db.Options{Migrations: migs, LockTimeout: timeout})
+		took := time.Since(held)
+		if err != nil || res.Applied != 1 {
+			t.Fatalf("migrate behind a reader: %+v %v", res, err)
+		}
+		if took < hold {
+			t.Fatalf("migrated %v after the reader took its lock, before it let go", took)
+		}
+		time.Sleep(500 * time.Millisecond) // the calls that waited have answered
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var worst time.Duration
+		calls := 0
+		for _, s := range l.samples {
+			if !s.at.Before(held) && s.at.Before(held.Add(hold)) {
+				calls++
+				worst = max(worst, s.d)
+			}
+		}
+		return res, took, worst, calls
 	}
-	l.mu.Unlock()
-	t.Logf("migrate took %d attempts (lock_timeout %v) over %v; %d tool calls answered while the reader held its lock, the slowest in %v",
-		res.Attempts, timeout, migrated.Sub(held).Round(time.Millisecond), calls, worst)
-	if calls < 20 || worst > hold/2 {
-		t.Errorf("tool calls queued behind the migrate: %d answered, slowest %v", calls, worst)
+
+	res, took, worst, calls := run("lock_probe_a", 10*time.Second)
+	t.Logf("control, lock_timeout 10 s: %d attempt(s) over %v; %d tool calls started while the reader held its lock, the slowest took %v",
+		res.Attempts, took.Round(time.Millisecond), calls, worst.Round(time.Millisecond))
+	if worst < hold/2 {
+		t.Errorf("control: the calls did not queue behind the migrate (slowest %v)", worst)
+	}
+
+	const timeout = 200 * time.Millisecond
+	res, took, worst, calls = run("lock_probe_b", timeout)
+	t.Logf("lock_timeout %v: %d attempts over %v; %d tool calls started while the reader held its lock, the slowest took %v",
+		timeout, res.Attempts, took.Round(time.Millisecond), calls, worst.Round(time.Millisecond))
+	if res.Attempts < 2 || calls < 20 || worst > hold/2 {
+		t.Errorf("tool calls queued behind the migrate: %d attempts, %d answered, slowest %v", res.Attempts, calls, worst)
 	}
 	l.finish(e, ep)
 }
