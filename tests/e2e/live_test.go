@@ -43,9 +43,10 @@ type liveLoad struct {
 	reconnect bool // a transport error is retried on a new session (rolling restarts)
 	wait      int  // claim_next's wait_seconds (0: poll)
 
-	stopSend  chan struct{} // the sender stops
-	stop      chan struct{} // the agents stop
-	wg        sync.WaitGroup
+	stopSend  chan struct{}  // the sender stops
+	stop      chan struct{}  // the agents stop
+	wg        sync.WaitGroup // the agents
+	sent      sync.WaitGroup // the sender
 	delivered atomic.Int64
 	retried   atomic.Int64 // calls retried after a transport error, on a new session
 
@@ -67,8 +68,8 @@ func startLoad(t *testing.T, l *liveLoad, agents int, every time.Duration) {
 		l.wg.Add(1)
 		go func() { defer l.wg.Done(); l.agent(i) }()
 	}
-	l.wg.Add(1)
-	go func() { defer l.wg.Done(); l.sender(every) }()
+	l.sent.Add(1)
+	go func() { defer l.sent.Done(); l.sender(every) }()
 }
 
 func (l *liveLoad) stopped() bool {
@@ -204,6 +205,7 @@ func (l *liveLoad) finish(e *env, ep endpoint) {
 	t := l.t
 	t.Helper()
 	close(l.stopSend)
+	l.sent.Wait() // its last delivery is in before the queue is checked
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		var open int
