@@ -60,6 +60,7 @@ $drop$;
 {{ template "leases.sql" . }}
 {{ template "retention.sql" . }}
 {{ template "webhooks.sql" . }}
+{{ template "secrets.sql" . }}
 {{ template "routes.sql" . }}
 {{ template "rules.sql" . }}
 {{ template "views.sql" . }}
