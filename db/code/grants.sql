@@ -87,7 +87,6 @@ BEGIN
         'switchboard.events_list(uuid, text, int, bigint)',
         'switchboard.event_get(uuid, text, text)',
         -- the receiver
-        'switchboard.webhook_by_token(text)',
         'switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint)',
         'switchboard.webhook_for_ingest(text)',
         'switchboard.webhook_refused(uuid, bigint, bigint, bigint, bigint, timestamptz, text, text)',

@@ -71,7 +71,7 @@ func (rc *Receiver) WithBudget(b *intake.Budget) *Receiver {
 	return rc
 }
 
-// webhook is the receiver's view of switchboard.webhook_by_token. The rule list stays raw JSON:
+// webhook is the receiver's view of switchboard.webhook_for_ingest. The rule list stays raw JSON:
 // it is decoded only to compile it, once per saved version (see route).
 type webhook struct {
 	ID, EndpointID, Source, TrustMode, TargetQueue string
