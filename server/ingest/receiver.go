@@ -59,9 +59,9 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cache *rules.Cache, counter *prom
 }
 
 // WithRefusalMetrics counts refused deliveries into counter (labels source, reason) as well as
-// per webhook in the database.
-func (rc *Receiver) WithRefusalMetrics(counter *prometheus.CounterVec) *Receiver {
-	rc.refused.counter = counter
+// per webhook in the database, and the writes of those counts into writes.
+func (rc *Receiver) WithRefusalMetrics(counter *prometheus.CounterVec, writes prometheus.Counter) *Receiver {
+	rc.refused.counter, rc.refused.writes = counter, writes
 	return rc
 }
 

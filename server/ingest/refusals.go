@@ -30,6 +30,7 @@ type refusalLog struct {
 	pool    *pgxpool.Pool
 	log     *slog.Logger
 	counter *prometheus.CounterVec // labels source, reason; may be nil
+	writes  prometheus.Counter     // may be nil
 
 	mu    sync.Mutex
 	hooks map[string]*pendingRefusals
@@ -95,6 +96,9 @@ func (l *refusalLog) flush(hookID string) {
 	var id *string
 	if got.lastID != "" {
 		id = &got.lastID
+	}
+	if l.writes != nil {
+		l.writes.Inc()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -364,3 +364,78 @@ func metric(t *testing.T, p *proc, series string) float64 {
 	}
 	return 0
 }
+
+// Every reason is counted, and a sender holding only the ingest URL cannot make the server write
+// per refused delivery: 400 wrongly signed deliveries are all counted, in at most one write per
+// second (plus one) of the burst.
+func TestRefusalsCountedAndCoalesced(t *testing.T) {
+	p := start(t)
+	p.exec(`UPDATE switchboard.settings SET value = 1024 WHERE key = 'ingest_max_body_slack'`)
+	ep := p.vend("ann")
+	s := p.session(ep)
+	hook := createHook(t, s, "slack")
+	sign := func(body []byte, at time.Time) http.Header {
+		return provider.Sign("slack", []byte(hook.Secret), body, at, "", "")
+	}
+	body := []byte(`{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}`)
+	if a := p.deliver(hook.token(), body, sign(body, time.Now().Add(-10*time.Minute))); a.status != http.StatusUnauthorized {
+		t.Fatalf("stale delivery: %d", a.status)
+	}
+	big := []byte(`{"x":"` + strings.Repeat("a", 2048) + `"}`)
+	if a := p.deliver(hook.token(), big, sign(big, time.Now())); a.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("large delivery: %d", a.status)
+	}
+	nested := []byte(`{"a":` + deep(100) + `}`)
+	if a := p.deliver(hook.token(), nested, sign(nested, time.Now())); a.status != http.StatusUnprocessableEntity {
+		t.Fatalf("nested delivery: %d", a.status)
+	}
+	var answers []string
+	deadline := time.Now().Add(10 * time.Second)
+	for w := listHook(t, s, hook.ID, &answers); ; w = listHook(t, s, hook.ID, &answers) {
+		r := w.Refusals
+		if r.StaleTimestamp == 1 && r.TooLarge == 1 && r.Unparseable == 1 && r.Total == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refusals %+v, want one of each but bad_signature", r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, reason := range []string{"stale_timestamp", "too_large", "unparseable"} {
+		if got := metric(t, p, `switchboard_ingest_refusals_total{reason="`+reason+`",source="slack"}`); got != 1 {
+			t.Errorf("metric %s = %v, want 1", reason, got)
+		}
+	}
+
+	writes := metric(t, p, "switchboard_ingest_refusal_writes_total")
+	const n, workers = 400, 8
+	start := time.Now()
+	done := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < n/workers; i++ {
+				h := sign(body, time.Now())
+				h.Set("X-Slack-Signature", "v0="+randHex(32))
+				req, _ := http.NewRequest("POST", p.base+"/webhooks/w/"+hook.token(), bytes.NewReader(body))
+				req.Header = h
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		<-done
+	}
+	burst := time.Since(start)
+	waitRefusals(t, s, hook.ID, n, &answers)
+	made := metric(t, p, "switchboard_ingest_refusal_writes_total") - writes
+	t.Logf("%d refused deliveries in %s: %v writes of their counts", n, burst.Round(time.Millisecond), made)
+	if limit := burst.Seconds() + 2; made > limit {
+		t.Fatalf("%v writes for a %s burst, want at most %.0f", made, burst, limit)
+	}
+	if got := p.events(hook.ID); got != "0" {
+		t.Fatalf("%s events stored for refused deliveries", got)
+	}
+}
