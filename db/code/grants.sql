@@ -89,6 +89,10 @@ BEGIN
         -- the receiver
         'switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint)',
         'switchboard.webhook_for_ingest(text)',
+        -- the previous release's receiver reads webhook_by_token (superseded by
+        -- webhook_for_ingest): kept until the release after, so a server of the previous
+        -- release keeps working during a rolling upgrade (expand and contract)
+        'switchboard.webhook_by_token(text)',
         'switchboard.webhook_refused(uuid, bigint, bigint, bigint, bigint, timestamptz, text, text)',
         -- the doorbell and the reaper
         'switchboard.ready_todos_since(timestamptz, int)',

@@ -230,7 +230,7 @@ COMMENT ON FUNCTION switchboard.webhook_targets(uuid) IS
 -- What the receiver needs before reading the body: the webhook behind an ingest token, with its
 -- secret, its rules and the body cap of its source type. Rotated and deleted tokens find nothing.
 -- PL/pgSQL for the reason endpoint_resolve is (identity.sql). Superseded by webhook_for_ingest
--- (secrets.sql), which the receiver calls; kept, without the runtime's grant, until it is dropped.
+-- (secrets.sql), which the receiver calls; kept one release for the previous release's servers.
 CREATE OR REPLACE FUNCTION switchboard.webhook_by_token(p_token text)
 RETURNS TABLE (webhook_id uuid, endpoint_id uuid, source_type text, trust_mode text, signing_secret text,
                target_queue text, rules jsonb, default_action jsonb, rule_params jsonb, rules_version bigint,
