@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // maxSecret bounds what set-secret reads: providers' secrets are under 100 bytes.
@@ -82,8 +84,16 @@ func readSecret(fromEnv, fromFile string) (string, error) {
 		}
 		raw = string(b)
 	default:
-		if st, err := os.Stdin.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprintln(os.Stderr, "paste the provider's signing secret, then Enter:")
+		if term.IsTerminal(int(os.Stdin.Fd())) {
+			// Not echoed: the secret stays off the screen (and any screen recording) too.
+			fmt.Fprint(os.Stderr, "paste the provider's signing secret, then Enter: ")
+			b, err := term.ReadPassword(int(os.Stdin.Fd()))
+			fmt.Fprintln(os.Stderr)
+			if err != nil {
+				return "", usagef("webhook set-secret: cannot read the secret from the terminal: %v", err)
+			}
+			raw = string(b)
+			break
 		}
 		// One line: a terminal paste ends with Enter, a pipe with EOF.
 		line, err := bufio.NewReader(io.LimitReader(os.Stdin, maxSecret+1)).ReadString('\n')
