@@ -9,17 +9,22 @@
 -- The one-line next step of a new webhook, by whoever issues its secret.
 CREATE OR REPLACE FUNCTION switchboard.secret_next_step(w switchboard.webhooks) RETURNS text
 LANGUAGE sql STABLE AS $$
-    SELECT CASE switchboard.secret_issuer(w.source_type)
-        WHEN 'provider' THEN format(
-            'Paste ingest_url into %s as the endpoint URL; %s issues its own signing secret, so ask your human to run '
-            '`switchboard webhook set-secret %s` and paste the secret %s shows on its stdin (never into this chat). '
-            'The signing_secret in this answer is not used by %s.',
-            initcap(w.source_type), initcap(w.source_type), w.id, initcap(w.source_type), initcap(w.source_type))
-        WHEN 'either' THEN format(
+    SELECT CASE
+        WHEN w.source_type = 'stripe' THEN format(
+            'Paste ingest_url into Stripe as a webhook endpoint (Dashboard or stripe listen --forward-to); Stripe issues '
+            'its own whsec_ secret, so ask your human to run `switchboard webhook set-secret %s` and paste that secret '
+            'on its stdin (never into this chat). The signing_secret in this answer is not used by Stripe.', w.id)
+        WHEN w.source_type = 'slack' THEN format(
+            'Slack signs with the app''s own Signing Secret: ask your human to run `switchboard webhook set-secret %s` '
+            'and paste it (Basic Information > App Credentials) on its stdin, never into this chat; then paste ingest_url '
+            'as the Event Subscriptions Request URL (Slack checks it with a signed challenge). The signing_secret in '
+            'this answer is not used by Slack.', w.id)
+        WHEN w.source_type = 'standard' THEN format(
             'Paste ingest_url into the producer. If it accepts a given secret (the Svix API does), give it signing_secret; '
             'if it shows its own whsec_ secret (Clerk, Resend), ask your human to run `switchboard webhook set-secret %s` '
             'and paste that secret on its stdin (never into this chat).', w.id)
-        WHEN 'switchboard' THEN 'Configure the sender with ingest_url and signing_secret (shown only now).'
+        WHEN switchboard.secret_issuer(w.source_type) = 'switchboard'
+        THEN 'Configure the sender with ingest_url and signing_secret (shown only now).'
     END
 $$;
 COMMENT ON FUNCTION switchboard.secret_next_step(switchboard.webhooks) IS
