@@ -11,6 +11,8 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
+	github.com/stripe/stripe-go/v82 v82.5.1
+	golang.org/x/term v0.38.0
 	golang.org/x/time v0.16.0
 )
 

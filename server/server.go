@@ -110,7 +110,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
 	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, log, rules.NewCache(1024), s.metrics.Ingest).
-		WithBudget(intake.NewBudget(cfg.BodyBudget)))
+		WithBudget(intake.NewBudget(cfg.BodyBudget)).WithRefusalMetrics(s.metrics.IngestRefusals, s.metrics.IngestRefusalWrites))
 	// What a client tries after a 401 when it was given no credential: the OAuth discovery
 	// documents (and their per-path forms, e.g. .../mcp/{slug}), then the default endpoints of
 	// MCP 2025-03-26 (Claude Code shows the answer to its POST /register).

@@ -55,6 +55,8 @@ var commands = []command{
 	{"friend deny", "friend deny ID", friendDecide("denied")},
 	{"friend revoke", "friend revoke ID", friendDecide("revoked")},
 	{"friend list", "friend list [--human NAME]", runFriendList},
+	{"webhook set-secret", "webhook set-secret WEBHOOK_ID [--from-env VAR | --from-file PATH] [--previous-ttl 24h]", runWebhookSetSecret},
+	{"webhook list", "webhook list [--human NAME]", runWebhookList},
 	{"todo push", "todo push --endpoint ID|SLUG --queue Q --title T [--payload JSON] [--key K]", runTodoPush},
 	{"todo dead", "todo dead --endpoint ID|SLUG [--queue Q] [--limit N]", runTodoDead},
 	{"todo redrive", "todo redrive ID | todo redrive --endpoint ID|SLUG --queue Q [--since 1h|RFC3339]", runTodoRedrive},

@@ -51,6 +51,18 @@ $$;
 COMMENT ON FUNCTION switchboard.trust_mode(text) IS
   'signed for github gitea stripe slack cairn standard (HMAC-verified), token for generic; NULL for unknown types.';
 
+-- Who issues a source type's signing secret. Stripe and Slack always issue their own; Standard
+-- Webhooks producers do either (Svix's API takes a given secret, Clerk and Resend show their own);
+-- the forges and cairn take the one Switchboard mints. NULL for token types (no secret).
+CREATE OR REPLACE FUNCTION switchboard.secret_issuer(p_source_type text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_source_type IN ('stripe', 'slack') THEN 'provider'
+                WHEN p_source_type = 'standard' THEN 'either'
+                WHEN switchboard.trust_mode(p_source_type) = 'signed' THEN 'switchboard' END
+$$;
+COMMENT ON FUNCTION switchboard.secret_issuer(text) IS
+  'provider (stripe, slack), either (standard), switchboard (github, gitea, cairn); NULL for token types.';
+
 -- The server mints 32 random bytes as whsec_<hex>: the HMAC key, as a string, of every signed
 -- type but one. Standard Webhooks secrets are whsec_<base64 of the key bytes> (its senders and
 -- libraries decode them), so for standard the same bytes are written in base64. A secret in any

@@ -10,7 +10,7 @@
 --                        ran the install), with a pinned search_path; the helpers they call run
 --                        inside that, and nobody else may call them.
 --   switchboard_dba      read-only: SELECT on every table and view of the schema, except the
---                        secret columns webhooks.signing_secret and webhooks.ingest_token.
+--                        secret columns webhooks.signing_secret, previous_secret and ingest_token.
 --                        Grant it to a DBA's login: GRANT switchboard_dba TO alice;
 --
 -- The owner (the migrating user) keeps every privilege: the operator CLI (switchboard human,
@@ -87,8 +87,13 @@ BEGIN
         'switchboard.events_list(uuid, text, int, bigint)',
         'switchboard.event_get(uuid, text, text)',
         -- the receiver
-        'switchboard.webhook_by_token(text)',
         'switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint)',
+        'switchboard.webhook_for_ingest(text)',
+        -- the previous release's receiver reads webhook_by_token (superseded by
+        -- webhook_for_ingest): kept until the release after, so a server of the previous
+        -- release keeps working during a rolling upgrade (expand and contract)
+        'switchboard.webhook_by_token(text)',
+        'switchboard.webhook_refused(uuid, bigint, bigint, bigint, bigint, timestamptz, text, text)',
         -- the doorbell and the reaper
         'switchboard.ready_todos_since(timestamptz, int)',
         'switchboard.oldest_pending(uuid, int)',
@@ -130,7 +135,7 @@ BEGIN
     SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO v_columns
       FROM pg_attribute a
      WHERE a.attrelid = 'switchboard.webhooks'::regclass AND a.attnum > 0 AND NOT a.attisdropped
-       AND a.attname NOT IN ('signing_secret', 'ingest_token');
+       AND a.attname NOT IN ('signing_secret', 'previous_secret', 'ingest_token');
     EXECUTE format('GRANT SELECT (%s) ON switchboard.webhooks TO switchboard_dba', v_columns);
 END
 $dba$;

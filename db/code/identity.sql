@@ -288,11 +288,15 @@ BEGIN
         PERFORM pg_notify('switchboard_revoked', 'rotated:' || v_id);
         v_count := v_count + 1;
     END LOOP;
+    -- A provider secret's rotation TTL that ran out: the old secret no longer verifies
+    -- (webhook_for_ingest hides it at once); erase it.
+    UPDATE switchboard.webhooks SET previous_secret = NULL, previous_secret_until = NULL
+     WHERE previous_secret_until <= now();
     RETURN v_count;
 END
 $$;
 COMMENT ON FUNCTION switchboard.expire_credentials() IS
-  'End the rotation grace that ran out: forget the previous credentials and tell the servers to close their sessions. Run by the server''s maintenance loop and by purge_all().';
+  'End the rotation grace that ran out: forget the previous credentials and tell the servers to close their sessions; erase webhook secrets whose --previous-ttl ran out. Run by the server''s maintenance loop and by purge_all().';
 
 -- The public base URL the running server serves, for the CLI.
 CREATE OR REPLACE FUNCTION switchboard.record_base_url(p_base_url text) RETURNS void

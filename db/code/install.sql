@@ -32,6 +32,7 @@ SET LOCAL check_function_bodies = on;
 {{ template "leases.sql" . }}
 {{ template "retention.sql" . }}
 {{ template "webhooks.sql" . }}
+{{ template "secrets.sql" . }}
 {{ template "routes.sql" . }}
 {{ template "rules.sql" . }}
 {{ template "views.sql" . }}

@@ -47,7 +47,8 @@ COMMENT ON FUNCTION switchboard.own_webhook_for_update(uuid, text) IS
   'Lock a live webhook owned by exactly this endpoint; not_found otherwise (unknown, malformed, deleted, foreign).';
 
 -- The webhook as agents see it. The ingest token is returned so the server can build the ingest
--- URL; the signing secret never leaves through here.
+-- URL; the signing secret never leaves through here. Signed types say whose secret is in force
+-- (and until when the previous one still verifies), and every webhook its refused deliveries.
 CREATE OR REPLACE FUNCTION switchboard.webhook_json(w switchboard.webhooks) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_strip_nulls(jsonb_build_object(
@@ -56,10 +57,29 @@ LANGUAGE sql STABLE AS $$
         'source_type', w.source_type,
         'target_queue', w.target_queue,
         'trust_mode', w.trust_mode,
+        'secret_source', CASE WHEN w.trust_mode = 'signed' THEN w.secret_source END,
+        'secret_set_at', switchboard.rfc3339(w.secret_set_at),
+        'previous_secret_until', CASE WHEN w.previous_secret_until > now()
+                                      THEN switchboard.rfc3339(w.previous_secret_until) END,
         'created_at', switchboard.rfc3339(w.created_at),
         'rotated_at', switchboard.rfc3339(w.rotated_at)))
+        || jsonb_build_object('refusals', (
+               SELECT jsonb_build_object(
+                          'total', coalesce(r.bad_signature + r.stale_timestamp + r.too_large + r.unparseable, 0),
+                          'bad_signature', coalesce(r.bad_signature, 0),
+                          'stale_timestamp', coalesce(r.stale_timestamp, 0),
+                          'too_large', coalesce(r.too_large, 0),
+                          'unparseable', coalesce(r.unparseable, 0))
+                      || CASE WHEN r.last_at IS NULL THEN '{}'::jsonb
+                              ELSE jsonb_build_object('last', jsonb_strip_nulls(jsonb_build_object(
+                                       'at', switchboard.rfc3339(r.last_at),
+                                       'reason', r.last_reason,
+                                       'delivery_id', r.last_delivery_id))) END
+                 FROM (SELECT 1) one
+                 LEFT JOIN switchboard.webhook_refusals r ON r.webhook_id = w.id))
 $$;
-COMMENT ON FUNCTION switchboard.webhook_json(switchboard.webhooks) IS 'Webhook metadata (never the secret).';
+COMMENT ON FUNCTION switchboard.webhook_json(switchboard.webhooks) IS
+  'Webhook metadata (never the secret): whose secret is in force, and the refused deliveries by reason with the last one.';
 
 -- Create a webhook within the ceiling. Checks in the contract's order; the endpoint row is locked
 -- so two concurrent creates cannot both take the last slot.
@@ -97,8 +117,12 @@ BEGIN
     VALUES (p_endpoint, p_source_type, switchboard.trust_mode(p_source_type), p_target_queue, p_ingest_token,
             switchboard.signing_secret(p_source_type, p_signing_secret))
     RETURNING * INTO w;
+    -- The minted secret is revealed once either way (SPEC); where the provider issues its own,
+    -- the answer says so and what to do instead.
     RETURN switchboard.webhook_json(w)
-        || jsonb_strip_nulls(jsonb_build_object('signing_secret', w.signing_secret));
+        || jsonb_strip_nulls(jsonb_build_object('signing_secret', w.signing_secret,
+                                                'secret_issuer', switchboard.secret_issuer(w.source_type),
+                                                'next_step', switchboard.secret_next_step(w)));
 END
 $$;
 COMMENT ON FUNCTION switchboard.webhook_create(uuid, text, text, text, text) IS
@@ -110,12 +134,20 @@ LANGUAGE plpgsql AS $$
 DECLARE
     w switchboard.webhooks := switchboard.own_webhook_for_update(p_endpoint, p_webhook);
 BEGIN
+    -- A minted secret would cut off a provider that signs with its own.
+    IF w.secret_source = 'provider' THEN
+        PERFORM switchboard.refuse('invalid_argument', format(
+            'webhook %s verifies with the secret its provider issued; a minted one would cut the provider off. '
+            'Rotate it at the provider, then have your human run: switchboard webhook set-secret %s --previous-ttl 24h',
+            w.id, w.id));
+    END IF;
     IF coalesce(length(p_ingest_token), 0) < 32 THEN
         PERFORM switchboard.refuse('invalid_argument', 'ingest token too short');
     END IF;
     UPDATE switchboard.webhooks
        SET ingest_token   = p_ingest_token,
            signing_secret = switchboard.signing_secret(source_type, p_signing_secret),
+           previous_secret = NULL, previous_secret_until = NULL,
            rotated_at     = now()
      WHERE id = w.id
     RETURNING * INTO w;
@@ -124,7 +156,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION switchboard.webhook_rotate(uuid, text, text, text) IS
-  'New ingest token (and secret for signed types); the old URL and secret stop working at commit.';
+  'New ingest token (and secret for signed types); the old URL and secret stop working at commit. invalid_argument while a provider''s secret is in force.';
 
 CREATE OR REPLACE FUNCTION switchboard.webhook_delete(p_endpoint uuid, p_webhook text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -132,7 +164,9 @@ DECLARE
     w switchboard.webhooks := switchboard.own_webhook_for_update(p_endpoint, p_webhook);
 BEGIN
     -- Soft delete: events keep their webhook; the URL answers 404 and the slot frees at once.
-    UPDATE switchboard.webhooks SET ingest_token = NULL, signing_secret = NULL, deleted_at = now()
+    UPDATE switchboard.webhooks
+       SET ingest_token = NULL, signing_secret = NULL, previous_secret = NULL, previous_secret_until = NULL,
+           deleted_at = now()
      WHERE id = w.id;
     DELETE FROM switchboard.webhook_routes WHERE webhook_id = w.id;
     RETURN jsonb_build_object('webhook_id', w.id, 'deleted', true);
@@ -195,7 +229,8 @@ COMMENT ON FUNCTION switchboard.webhook_targets(uuid) IS
 
 -- What the receiver needs before reading the body: the webhook behind an ingest token, with its
 -- secret, its rules and the body cap of its source type. Rotated and deleted tokens find nothing.
--- PL/pgSQL for the reason endpoint_resolve is (identity.sql).
+-- PL/pgSQL for the reason endpoint_resolve is (identity.sql). Superseded by webhook_for_ingest
+-- (secrets.sql), which the receiver calls; kept one release for the previous release's servers.
 CREATE OR REPLACE FUNCTION switchboard.webhook_by_token(p_token text)
 RETURNS TABLE (webhook_id uuid, endpoint_id uuid, source_type text, trust_mode text, signing_secret text,
                target_queue text, rules jsonb, default_action jsonb, rule_params jsonb, rules_version bigint,

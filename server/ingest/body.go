@@ -6,7 +6,7 @@ import (
 )
 
 // bodyLimit is the cap of the webhook's source type: the ingest_max_body_<source> setting as
-// webhook_by_token read it, else the provider's default (BodyLimit).
+// webhook_for_ingest read it, else the provider's default (BodyLimit).
 func bodyLimit(h *webhook) int64 {
 	if h.MaxBody > 0 {
 		return h.MaxBody

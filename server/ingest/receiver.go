@@ -48,13 +48,21 @@ type Receiver struct {
 	budget  *intake.Budget
 	now     func() time.Time
 	counter *prometheus.CounterVec
+	refused refusalLog
 }
 
 // New builds a receiver with the default body budget (intake.DefaultBudget). counter (labels
 // source, status) may be nil.
 func New(pool *pgxpool.Pool, log *slog.Logger, cache *rules.Cache, counter *prometheus.CounterVec) *Receiver {
 	return &Receiver{pool: pool, log: log, rules: cache, now: time.Now, counter: counter,
-		budget: intake.NewBudget(0)}
+		budget: intake.NewBudget(0), refused: refusalLog{pool: pool, log: log}}
+}
+
+// WithRefusalMetrics counts refused deliveries into counter (labels source, reason) as well as
+// per webhook in the database, and the writes of those counts into writes.
+func (rc *Receiver) WithRefusalMetrics(counter *prometheus.CounterVec, writes prometheus.Counter) *Receiver {
+	rc.refused.counter, rc.refused.writes = counter, writes
+	return rc
 }
 
 // WithBudget makes the receiver share a body budget (bytes in flight across deliveries).
@@ -63,14 +71,18 @@ func (rc *Receiver) WithBudget(b *intake.Budget) *Receiver {
 	return rc
 }
 
-// webhook is the receiver's view of switchboard.webhook_by_token. The rule list stays raw JSON:
+// webhook is the receiver's view of switchboard.webhook_for_ingest. The rule list stays raw JSON:
 // it is decoded only to compile it, once per saved version (see route).
 type webhook struct {
 	ID, EndpointID, Source, TrustMode, TargetQueue string
 	Secret                                         *string
-	Rules, DefaultAction, Params                   []byte
-	RulesVersion                                   int64
-	MaxBody                                        int64 // cap of the source type; 0: the provider default
+	// Previous is the secret in force before a set-secret with --previous-ttl: it verifies until
+	// PreviousUntil (checked against the receiver's clock, so a cached view ends on time too).
+	Previous                     *string
+	PreviousUntil                *time.Time
+	Rules, DefaultAction, Params []byte
+	RulesVersion                 int64
+	MaxBody                      int64 // cap of the source type; 0: the provider default
 }
 
 // ServeHTTP decides before it reads: the token is resolved (from the remembered webhooks or
@@ -132,9 +144,14 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	source = hook.Source
 	log := rc.log.With("webhook_id", hook.ID, "source", hook.Source)
 
+	// Refusals a sender can be told about (the webhook "gets nothing") are counted per webhook.
+	count := func(reason string) {
+		rc.refused.add(hook.ID, hook.Source, reason, provider.HeaderDeliveryID(hook.Source, r.Header))
+	}
 	limit := bodyLimit(hook)
 	if r.ContentLength > limit {
 		refuse(tooLarge(limit, hook.Source))
+		count(provider.ReasonTooLarge)
 		return
 	}
 	reserve := r.ContentLength
@@ -153,6 +170,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
 			refuse(tooLarge(limit, hook.Source))
+			count(provider.ReasonTooLarge)
 			return
 		}
 		fail(http.StatusBadRequest, "invalid_argument", "could not read body")
@@ -180,6 +198,9 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fail(f.status, f.code, f.message)
 		logRefusal(log, f)
+		if f.counted != "" {
+			count(f.counted)
+		}
 		return
 	}
 	res, verdict := a.res, a.verdict
@@ -288,7 +309,8 @@ func (d *delivery) check() error {
 type refusal struct {
 	status        int
 	code, message string
-	retry         bool // a 503 worth retrying soon: send Retry-After
+	retry         bool   // a 503 worth retrying soon: send Retry-After
+	counted       string // the reason it counts under for its webhook (provider.Reasons), if any
 	reason        string
 	level         slog.Level
 	err           error
@@ -336,8 +358,21 @@ func (rc *Receiver) attempt(ctx context.Context, d *delivery, hook *webhook, fre
 	if hook.Secret != nil {
 		secret = []byte(*hook.Secret)
 	}
+	req := provider.Request{Header: d.header, Body: d.body, Now: rc.now()}
 	var err error
-	o.verdict, err = provider.Verify(hook.Source, secret, provider.Request{Header: d.header, Body: d.body, Now: rc.now()})
+	o.verdict, err = provider.Verify(hook.Source, secret, req)
+	if errors.Is(err, provider.ErrUnauthorized) && hook.Previous != nil && hook.PreviousUntil != nil &&
+		req.Now.Before(*hook.PreviousUntil) {
+		// A provider's rotation: the secret in force before still verifies for its TTL. When
+		// both fail, the more telling failure is kept (a stale timestamp over a mismatch).
+		v, perr := provider.Verify(hook.Source, []byte(*hook.Previous), req)
+		if perr == nil || provider.RefusalReason(o.verdict) == provider.ReasonBadSignature {
+			o.verdict, err = v, perr
+		}
+		if perr == nil {
+			o.verdict.VerifyDetail += " (previous secret)"
+		}
+	}
 	switch {
 	case err != nil && !fresh:
 		o.stale = true
@@ -348,19 +383,20 @@ func (rc *Receiver) attempt(ctx context.Context, d *delivery, hook *webhook, fre
 		return o
 	case err != nil:
 		o.refused = &refusal{status: http.StatusUnauthorized, code: "unauthenticated",
-			message: "signature verification failed", reason: "signature", level: slog.LevelInfo}
+			message: "signature verification failed", reason: "signature", level: slog.LevelInfo,
+			counted: provider.RefusalReason(o.verdict)}
 		return o
 	}
 
 	if o.verdict.BadDeliveryID {
 		o.refused = &refusal{status: http.StatusUnprocessableEntity, code: "invalid_delivery_id",
 			message: fmt.Sprintf("delivery id is over %d bytes, not UTF-8, or holds control characters", MaxDeliveryID),
-			reason:  "delivery id", level: slog.LevelInfo}
+			reason:  "delivery id", level: slog.LevelInfo, counted: provider.ReasonUnparseable}
 		return o
 	}
 	if err := d.check(); err != nil {
 		o.refused = &refusal{status: http.StatusUnprocessableEntity, code: "invalid_payload", message: err.Error(),
-			reason: "payload: " + err.Error(), level: slog.LevelInfo}
+			reason: "payload: " + err.Error(), level: slog.LevelInfo, counted: provider.ReasonUnparseable}
 		return o
 	}
 
@@ -397,10 +433,11 @@ func (rc *Receiver) lookup(ctx context.Context, token string) (*webhook, error) 
 	var h webhook
 	err := rc.pool.QueryRow(ctx,
 		`SELECT webhook_id, endpoint_id, source_type, trust_mode, signing_secret, target_queue,
-		        rules, default_action, rule_params, rules_version, coalesce(max_body, 0)
-		   FROM switchboard.webhook_by_token($1)`, token).
+		        rules, default_action, rule_params, rules_version, coalesce(max_body, 0),
+		        previous_secret, previous_secret_until
+		   FROM switchboard.webhook_for_ingest($1)`, token).
 		Scan(&h.ID, &h.EndpointID, &h.Source, &h.TrustMode, &h.Secret, &h.TargetQueue,
-			&h.Rules, &h.DefaultAction, &h.Params, &h.RulesVersion, &h.MaxBody)
+			&h.Rules, &h.DefaultAction, &h.Params, &h.RulesVersion, &h.MaxBody, &h.Previous, &h.PreviousUntil)
 	if err != nil {
 		return nil, err
 	}

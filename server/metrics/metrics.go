@@ -26,6 +26,12 @@ type Metrics struct {
 
 	// Ingest counts webhook deliveries by source and status (for the webhook receiver).
 	Ingest *prometheus.CounterVec
+	// IngestRefusals counts deliveries refused for their sender's fault, by source type and
+	// reason (bad_signature, stale_timestamp, too_large, unparseable).
+	IngestRefusals *prometheus.CounterVec
+	// IngestRefusalWrites counts the writes of refusal counts to the database (at most one per
+	// webhook per second per process, however many deliveries are refused).
+	IngestRefusalWrites prometheus.Counter
 
 	// DoorbellSent counts channel notifications written to a session.
 	DoorbellSent prometheus.Counter
@@ -78,6 +84,14 @@ func New() *Metrics {
 		Ingest: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_ingest_total", Help: "Webhook deliveries by source and status.",
 		}, []string{"source", "status"}),
+		IngestRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_ingest_refusals_total",
+			Help: "Webhook deliveries refused (401, 413, 422) by source type and reason.",
+		}, []string{"source", "reason"}),
+		IngestRefusalWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_ingest_refusal_writes_total",
+			Help: "Writes of per-webhook refusal counts (switchboard.webhook_refused), coalesced to one per webhook per second.",
+		}),
 		DoorbellSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_doorbell_sent_total", Help: "Channel notifications written to a session.",
 		}),
@@ -123,7 +137,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.Authentications, m.Ingest,
+		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.Authentications, m.Ingest, m.IngestRefusals, m.IngestRefusalWrites,
 		m.DoorbellSent, m.DoorbellDropped, m.DoorbellReconnects, m.DoorbellRungAgain, m.DoorbellWaiting,
 		m.Reaped, m.ReaperRuns, m.Purged, m.PurgeRuns,
 	)

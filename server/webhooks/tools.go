@@ -50,6 +50,22 @@ func webhookOut() *jsonschema.Schema {
 		"target_queue":   api.String(""),
 		"trust_mode":     api.Enum("signed: HMAC-verified; token: the URL is the credential", "signed", "token"),
 		"signing_secret": api.String("signed types only, shown only now: configure it in the producer"),
+		"secret_issuer": api.Enum("create only: who issues this source type's secret (provider: stripe and slack "+
+			"sign with their own; either: standard)", "switchboard", "provider", "either"),
+		"next_step": api.String("create only: what to do now, by secret_issuer"),
+		"secret_source": api.Enum("signed types: whose secret verifies now (provider: your human set the "+
+			"provider's with switchboard webhook set-secret; agents never handle it)", "switchboard", "provider"),
+		"secret_set_at":         api.String("when a provider's secret was set"),
+		"previous_secret_until": api.String("the secret in force before still verifies until then"),
+		"refusals": api.Out(props{
+			"total":           api.Integer(""),
+			"bad_signature":   api.Integer("no, malformed or wrong signature (often: the provider's secret is not set)"),
+			"stale_timestamp": api.Integer("signed timestamp outside the 5-minute window (clock skew, replays)"),
+			"too_large":       api.Integer("body over the source type's cap"),
+			"unparseable":     api.Integer("body or delivery id unusable"),
+			"last": api.Out(props{"at": api.String(""), "reason": api.String(""),
+				"delivery_id": api.String("the provider's, when the headers named one")}),
+		}),
 	}, "webhook_id", "ingest_url", "source_type", "target_queue", "trust_mode")
 }
 
@@ -75,7 +91,8 @@ func Tools(s *Service) []api.Tool {
 			Description: "Create an inbound webhook within your ceiling. Returns its ingest URL and, for signed " +
 				"source types, the signing secret - shown only here and by rotate_webhook. source_type standard is " +
 				"Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature v1; whsec_ secret), as sent by " +
-				"OpenAI, Clerk, Resend, Supabase and every Svix-based sender; generic is token-only, unverified.",
+				"OpenAI, Clerk, Resend, Supabase and every Svix-based sender; generic is token-only, unverified. " +
+				"Stripe and Slack issue their own secret (secret_issuer provider): follow next_step.",
 			Input: api.Object(props{
 				"source_type": api.Enum("who sends the deliveries", "github", "gitea", "stripe", "slack", "cairn",
 					"standard", "generic"),
@@ -86,9 +103,11 @@ func Tools(s *Service) []api.Tool {
 			Run:     verb(s.CreateWebhook),
 		},
 		{
-			Name:        "list_webhooks",
-			Description: "Your webhooks (never their secrets) and your ceiling: max, allowed source types and queues, used.",
-			Input:       api.Object(props{}),
+			Name: "list_webhooks",
+			Description: "Your webhooks (never their secrets) and your ceiling: max, allowed source types and queues, used. " +
+				"Each signed webhook says whose secret is in force (secret_source), and every webhook counts the " +
+				"deliveries it refused, by reason, with the last one: a webhook that \"gets nothing\" shows why here.",
+			Input: api.Object(props{}),
 			Output: api.Out(props{
 				"webhooks": api.ArrayOf(webhookOut(), ""),
 				"ceiling":  api.Out(props{"max": api.Integer(""), "used": api.Integer("")}),
@@ -96,12 +115,14 @@ func Tools(s *Service) []api.Tool {
 			Run: verb(s.ListWebhooks),
 		},
 		{
-			Name:        "rotate_webhook",
-			Description: "New ingest URL and (signed types) new secret; the old ones stop working at once.",
-			Input:       api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
-			Output:      webhookOut(),
-			Webhook:     true,
-			Run:         verb(s.RotateWebhook),
+			Name: "rotate_webhook",
+			Description: "New ingest URL and (signed types) new secret; the old ones stop working at once. " +
+				"Refused (invalid_argument) while a provider's secret is in force: the human rotates it at the " +
+				"provider and runs switchboard webhook set-secret.",
+			Input:   api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
+			Output:  webhookOut(),
+			Webhook: true,
+			Run:     verb(s.RotateWebhook),
 		},
 		{
 			Name:        "delete_webhook",

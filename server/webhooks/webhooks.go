@@ -5,24 +5,49 @@ import (
 )
 
 type CreateWebhookIn struct {
-	SourceType  string `json:"source_type" jsonschema:"one of github, gitea, stripe, slack, cairn, standard, generic (within your ceiling)"`
-	TargetQueue string `json:"target_queue" jsonschema:"queue deliveries land in (within your ceiling)"`
+	SourceType  string `json:"source_type"`
+	TargetQueue string `json:"target_queue"`
 }
 
 type WebhookIDIn struct {
-	WebhookID string `json:"webhook_id" jsonschema:"the webhook id"`
+	WebhookID string `json:"webhook_id"`
 }
 
-// Webhook is a webhook as agents see it. SigningSecret appears only in create and rotate results.
+// Webhook is a webhook as agents see it. SigningSecret appears only in create and rotate results,
+// as do SecretIssuer and NextStep (who issues the secret of this source type, and what to do).
 type Webhook struct {
-	WebhookID     string `json:"webhook_id"`
-	IngestURL     string `json:"ingest_url"`
-	SourceType    string `json:"source_type"`
-	TargetQueue   string `json:"target_queue"`
-	TrustMode     string `json:"trust_mode"`
-	SigningSecret string `json:"signing_secret,omitempty"`
-	CreatedAt     string `json:"created_at,omitempty"`
-	RotatedAt     string `json:"rotated_at,omitempty"`
+	WebhookID           string    `json:"webhook_id"`
+	IngestURL           string    `json:"ingest_url"`
+	SourceType          string    `json:"source_type"`
+	TargetQueue         string    `json:"target_queue"`
+	TrustMode           string    `json:"trust_mode"`
+	SigningSecret       string    `json:"signing_secret,omitempty"`
+	SecretIssuer        string    `json:"secret_issuer,omitempty"`
+	NextStep            string    `json:"next_step,omitempty"`
+	SecretSource        string    `json:"secret_source,omitempty"`
+	SecretSetAt         string    `json:"secret_set_at,omitempty"`
+	PreviousSecretUntil string    `json:"previous_secret_until,omitempty"`
+	CreatedAt           string    `json:"created_at,omitempty"`
+	RotatedAt           string    `json:"rotated_at,omitempty"`
+	Refusals            *Refusals `json:"refusals,omitempty"`
+}
+
+// Refusals counts a webhook's refused deliveries (never their bodies or signatures).
+type Refusals struct {
+	Total          int64        `json:"total"`
+	BadSignature   int64        `json:"bad_signature"`
+	StaleTimestamp int64        `json:"stale_timestamp"`
+	TooLarge       int64        `json:"too_large"`
+	Unparseable    int64        `json:"unparseable"`
+	Last           *LastRefusal `json:"last,omitempty"`
+}
+
+// LastRefusal is the newest refused delivery: when, why, and the provider's delivery id when
+// its headers named one.
+type LastRefusal struct {
+	At         string `json:"at"`
+	Reason     string `json:"reason"`
+	DeliveryID string `json:"delivery_id,omitempty"`
 }
 
 // stored is switchboard.webhook_json plus the secret of create/rotate.

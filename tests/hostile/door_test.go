@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"switchboard/server/ingest/provider"
 )
 
 // claimed is the part of a claim_next answer these tests read.
@@ -337,6 +340,22 @@ func TestNoSecretInLogs(t *testing.T) {
 	p.deliver(gh.Token, body, bad)
 	p.deliver(gen.Token, []byte(`{"n":1}`), http.Header{"Authorization": {"Bearer " + ep.Cred}, "X-Api-Key": {gh.Secret}})
 	p.deliver(gen.Token, []byte(deep(100)), nil)
+	// A provider's secret set through the CLI (stdin), the previous one kept for a TTL:
+	// deliveries signed with it, with the previous one and with a wrong one, and the lists.
+	st := p.hook(ep, "stripe")
+	provSecret, wrongSecret := "whsec_"+randHex(16), "whsec_"+randHex(16)
+	secrets = append(secrets, st.Secret, st.Token, provSecret, wrongSecret)
+	p.setSecret(st.ID, provSecret, "--previous-ttl", "1h")
+	for i, sec := range []string{provSecret, st.Secret, wrongSecret} {
+		b := []byte(`{"id":"evt_log` + strconv.Itoa(i) + `","type":"invoice.paid"}`)
+		sh := provider.Sign("stripe", []byte(sec), b, time.Now(), "", "")
+		secrets = append(secrets, sh.Get("Stripe-Signature")[strings.Index(sh.Get("Stripe-Signature"), "v1=")+3:])
+		p.deliver(st.Token, b, sh)
+	}
+	s.call("list_webhooks", `{}`)
+	if out, code := p.cli("", "webhook", "list"); code != 0 || strings.Contains(out, provSecret) || strings.Contains(out, st.Token) {
+		t.Fatalf("webhook list: exit %d, or a secret in it", code)
+	}
 	stranger := randHex(24)
 	secrets = append(secrets, stranger)
 	p.deliver(stranger, []byte(`{}`), nil)

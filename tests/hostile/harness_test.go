@@ -183,7 +183,7 @@ func (p *proc) vend(human string) endpoint {
 	_, _ = rand.Read(b)
 	cred := "sbk_" + base64.RawURLEncoding.EncodeToString(b)
 	raw := p.scalar(`SELECT switchboard.endpoint_vend($1, $2, $3, $4, '{inbox,ops}', NULL, 20,
-	        '{github,gitea,stripe,slack,cairn,generic}', '{inbox,ops}')::text`,
+	        '{github,gitea,stripe,slack,cairn,standard,generic}', '{inbox,ops}')::text`,
 		human, "agent-"+randHex(3), store.CredentialHash(cred), cred[:8])
 	var out struct {
 		ID   string `json:"endpoint_id"`

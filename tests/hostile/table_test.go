@@ -287,6 +287,10 @@ func TestHostileTable(t *testing.T) {
 	}
 	after := p.checksum()
 	for tb, sum := range before {
+		// Refused deliveries are counted there (and only counted: no body, no signature).
+		if tb == "webhook_refusals" {
+			continue
+		}
 		if after[tb] != sum {
 			t.Errorf("table %s changed: %s -> %s", tb, sum, after[tb])
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/base64"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -42,16 +43,27 @@ func standardMAC(key []byte, id, ts string, body []byte) []byte {
 	return mac(key, []byte(id), []byte("."), []byte(ts), []byte("."), body)
 }
 
+// standardHeader reads webhook-<name>, or svix-<name> when no webhook- header of that name was
+// sent: Svix signs with the svix- names unless the sender pays for the webhook- ones, so Clerk
+// and Resend send svix-id, svix-timestamp and svix-signature (the scheme is the same; Svix's own
+// libraries read both).
+func standardHeader(h http.Header, name string) (string, bool) {
+	if len(h.Values("Webhook-"+name)) > 0 {
+		return single(h, "Webhook-"+name)
+	}
+	return single(h, "Svix-"+name)
+}
+
 func verifyStandard(secret []byte, r Request) (Verdict, error) {
 	key, ok := standardKey(secret)
 	if !ok {
 		return Verdict{}, errBadSecret
 	}
-	id, ok := single(r.Header, "Webhook-Id")
+	id, ok := standardHeader(r.Header, "Id")
 	if !ok || id == "" {
 		return Verdict{}, errMissingID
 	}
-	ts, ok := single(r.Header, "Webhook-Timestamp")
+	ts, ok := standardHeader(r.Header, "Timestamp")
 	if !ok {
 		return Verdict{}, errMissingTime
 	}
@@ -59,7 +71,7 @@ func verifyStandard(secret []byte, r Request) (Verdict, error) {
 	if !ok {
 		return Verdict{}, errMissingTime
 	}
-	header, ok := single(r.Header, "Webhook-Signature")
+	header, ok := standardHeader(r.Header, "Signature")
 	if !ok {
 		return Verdict{}, errMissingSig
 	}

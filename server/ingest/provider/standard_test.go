@@ -132,3 +132,19 @@ func TestHandshakes(t *testing.T) {
 		t.Errorf("unsigned ping: %v", err)
 	}
 }
+
+// Svix-based senders that have not bought the webhook- header names (Clerk, Resend) send the
+// same scheme under svix-id, svix-timestamp and svix-signature: the published vector verifies
+// under those names too, and a webhook- header, when sent, is the one read.
+func TestStandardSvixHeaderNames(t *testing.T) {
+	now := time.Unix(1614265330, 0)
+	svix := http.Header{"Svix-Id": {vectorID}, "Svix-Timestamp": {vectorTS}, "Svix-Signature": {vectorSig}}
+	v, err := Verify("standard", []byte(vectorSecret), Request{Header: svix, Body: []byte(vectorBody), Now: now})
+	if err != nil || !v.Verified || v.DeliveryID != vectorID {
+		t.Fatalf("svix- names: %+v %v", v, err)
+	}
+	svix.Set("Webhook-Signature", "v1,"+base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	if _, err := Verify("standard", []byte(vectorSecret), Request{Header: svix, Body: []byte(vectorBody), Now: now}); err != ErrUnauthorized {
+		t.Fatalf("a wrong webhook-signature beside a right svix-signature: %v", err)
+	}
+}
