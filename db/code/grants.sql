@@ -96,6 +96,16 @@ BEGIN
         'switchboard.next_due(uuid[])',
         'switchboard.claimable_todos(uuid[])',
         'switchboard.reap()',
+        -- the OAuth authorization server (server/oauth)
+        'switchboard.oauth_client_get(bytea)',
+        'switchboard.oauth_client_put(bytea, text, text, text[], jsonb, interval, int)',
+        'switchboard.oauth_endpoint(text)',
+        'switchboard.oauth_approve(uuid, bytea, bytea, text, text)',
+        'switchboard.oauth_token_put(text, bytea, text, uuid, timestamptz, jsonb)',
+        'switchboard.oauth_token_get(text, bytea)',
+        'switchboard.oauth_token_deactivate(text, bytea)',
+        'switchboard.oauth_token_delete(text, bytea)',
+        'switchboard.oauth_token_revoke_family(text, text)',
         -- the maintenance loop (retention, rotation graces) and serve's start
         'switchboard.purge(boolean)',
         'switchboard.expire_credentials()',

@@ -56,6 +56,7 @@ $drop$;
 {{ template "settings.sql" . }}
 {{ template "doorbell.sql" . }}
 {{ template "identity.sql" . }}
+{{ template "oauth.sql" . }}
 {{ template "queue.sql" . }}
 {{ template "leases.sql" . }}
 {{ template "retention.sql" . }}

@@ -180,7 +180,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	hash, ok := bearer(r)
 	if !ok {
-		unauthenticated(w, true)
+		h.unauthenticated(w, r, true)
 		return
 	}
 	// The epoch is read before the database is: a revocation it might miss is one whose
@@ -205,7 +205,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	e, status := h.acquire(ep)
 	switch status {
 	case http.StatusUnauthorized:
-		unauthenticated(w, false)
+		h.unauthenticated(w, r, false)
 		return
 	case http.StatusServiceUnavailable:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "server is shutting down")
@@ -289,10 +289,14 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []by
 		return store.Endpoint{}, false
 	}
 	if !ok {
-		unauthenticated(w, false)
+		h.unauthenticated(w, r, false)
 		return store.Endpoint{}, false
 	}
 	if ep.Slug != r.PathValue("slug") {
+		if ep.OAuth { // an OAuth token's audience is its one endpoint (RFC 8707): not this one
+			h.unauthenticated(w, r, false)
+			return store.Endpoint{}, false
+		}
 		writeError(w, http.StatusForbidden, store.CodeForbidden, "the credential belongs to another endpoint")
 		return store.Endpoint{}, false
 	}
