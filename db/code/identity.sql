@@ -177,19 +177,22 @@ COMMENT ON FUNCTION switchboard.endpoint_vend(text, text, bytea, text, text[], t
 -- DEFINER (grants.sql); a SQL function with that is never inlined and is planned again on every
 -- call, a PL/pgSQL one keeps its plan (measured: about 10x the cost per call).
 -- An OAuth access token (server/oauth) resolves the same way: stored as its sha256, bound to one
--- endpoint, live while unexpired and its grant unrevoked; oauth tells the caller which it was.
+-- endpoint, live while unexpired and its grant unrevoked; oauth tells the caller which it was,
+-- and expires_at until when (a session trusts it no longer: server/mcpapi).
 CREATE OR REPLACE FUNCTION switchboard.endpoint_resolve(p_credential_hash bytea)
-RETURNS TABLE (endpoint_id uuid, slug text, agent_id uuid, human_id uuid, queues text[], verbs text[], oauth boolean)
+RETURNS TABLE (endpoint_id uuid, slug text, agent_id uuid, human_id uuid, queues text[], verbs text[],
+               oauth boolean, expires_at timestamptz)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN QUERY
-    SELECT e.id, e.slug, e.agent_id, a.owner_human_id, e.queues, e.verbs, m.oauth
-      FROM (SELECT c.id, false AS oauth FROM switchboard.endpoints c WHERE c.credential_hash = p_credential_hash
+    SELECT e.id, e.slug, e.agent_id, a.owner_human_id, e.queues, e.verbs, m.oauth, m.expires_at
+      FROM (SELECT c.id, false AS oauth, NULL::timestamptz AS expires_at
+              FROM switchboard.endpoints c WHERE c.credential_hash = p_credential_hash
             UNION ALL
-            SELECT o.id, false FROM switchboard.endpoints o
+            SELECT o.id, false, NULL FROM switchboard.endpoints o
              WHERE o.old_credential_hash = p_credential_hash AND o.old_credential_until > now()
             UNION ALL
-            SELECT t.endpoint_id, true FROM switchboard.oauth_tokens t
+            SELECT t.endpoint_id, true, t.expires_at FROM switchboard.oauth_tokens t
               JOIN switchboard.oauth_grants g ON g.id = t.grant_id
              WHERE t.signature = p_credential_hash AND t.kind = 'access' AND t.active
                AND t.expires_at > now() AND g.revoked_at IS NULL
@@ -200,7 +203,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION switchboard.endpoint_resolve(bytea) IS
-  'The active endpoint (and its immutable scope) whose credential, previous credential within its rotation grace, or live OAuth access token hashes to p_credential_hash (oauth: which of them); no row otherwise.';
+  'The active endpoint (and its immutable scope) whose credential, previous credential within its rotation grace, or live OAuth access token hashes to p_credential_hash (oauth and expires_at: a token, and its end); no row otherwise.';
 
 CREATE OR REPLACE FUNCTION switchboard.endpoint_list(p_human text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$

@@ -194,6 +194,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if ep, ok = h.authenticate(w, r, hash); !ok {
 			return
 		}
+		v.until = ep.Expires
 		via = "database"
 	}
 	h.m.Authentications.WithLabelValues(via).Inc()
@@ -241,6 +242,7 @@ func bearer(r *http.Request) ([]byte, bool) {
 type verified struct {
 	hash  []byte
 	epoch uint64
+	until time.Time // an OAuth access token's expiry (zero: an sbk_ credential)
 }
 
 // epoch is the revocation feed's (doorbell.Bell.Epoch); 0, trusting nothing, without a bell.
@@ -267,6 +269,7 @@ func (h *Handler) trustedSession(r *http.Request, hash []byte) (store.Endpoint, 
 	defer h.mu.Unlock()
 	s := h.sessions[id]
 	if s == nil || s.verified != epoch || s.entry.revoked || s.entry.ep.Slug != r.PathValue("slug") ||
+		(!s.until.IsZero() && !time.Now().Before(s.until)) || // an expired OAuth token: the database refuses it
 		subtle.ConstantTimeCompare(s.cred, hash) != 1 {
 		return store.Endpoint{}, false
 	}

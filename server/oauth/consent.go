@@ -32,11 +32,21 @@ const pageCSS = `body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f4
 	`.buttons{display:flex;gap:.75rem;margin-top:1.25rem}button{font:inherit;padding:.55rem 1.4rem;border-radius:6px;border:1px solid #1f5fbf;background:#1f5fbf;color:#fff;cursor:pointer}` +
 	`button.secondary{background:#fff;color:#1f5fbf}`
 
-var pageCSP = func() string {
+var styleHash = func() string {
 	sum := sha256.Sum256([]byte(pageCSS))
-	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; " +
-		"base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }()
+
+// pageCSP allows the page's one style and a form that posts here. form-action also names the
+// client's redirect origin: browsers apply it to the redirect that answers the form.
+func pageCSP(redirect *url.URL) string {
+	target := redirect.Scheme + ":"
+	if redirect.Host != "" {
+		target = redirect.Scheme + "://" + redirect.Host
+	}
+	return "default-src 'none'; style-src " + styleHash + "; base-uri 'none'; frame-ancestors 'none'; " +
+		"form-action 'self' " + target
+}
 
 var page = template.Must(template.New("consent").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -63,12 +73,33 @@ var page = template.Must(template.New("consent").Parse(`<!doctype html>
 </main></body></html>
 `))
 
+// noState stands in for the state a client did not send.
+const noState = "switchboard-no-state"
+
+// stateless takes the stand-in state out of the redirect back to the client.
+type stateless struct{ http.ResponseWriter }
+
+func (w *stateless) WriteHeader(code int) {
+	if loc, err := url.Parse(w.Header().Get("Location")); err == nil && loc.Host != "" {
+		for _, part := range []*string{&loc.RawQuery, &loc.Fragment} {
+			q, err := url.ParseQuery(*part)
+			if err == nil && q.Get("state") == noState {
+				q.Del("state")
+				*part = q.Encode()
+			}
+		}
+		w.Header().Set("Location", loc.String())
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
 type hidden struct{ Name, Value string }
 
 type consentPage struct {
 	Client, RedirectHost, MCPURL, Agent, Human, Slug, Action, Error string
 	Queues, Verbs                                                   []string
 	Hidden                                                          []hidden
+	csp                                                             string
 }
 
 // Form fields of the page itself, never carried over as part of the authorization request.
@@ -85,6 +116,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			writeFositeError(w, err)
 			return
 		}
+	}
+	// state is optional (OAuth 2.1: PKCE protects the redirect; the TypeScript SDK sends none)
+	// but fosite demands one of 8 characters or more: a request without one gets a stand-in,
+	// which the redirect back leaves out again.
+	if r.FormValue("state") == "" {
+		r.Form.Set("state", noState)
+		w = &stateless{ResponseWriter: w}
 	}
 	ar, err := s.fosite.NewAuthorizeRequest(ctx, r)
 	if err != nil {
@@ -126,6 +164,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	view := consentPage{
 		Client: cl.Name, RedirectHost: ar.GetRedirectURI().Host, MCPURL: resource, Agent: ep.Agent, Human: ep.Human,
 		Slug: ep.Slug, Action: s.o.BaseURL + "/authorize", Queues: ep.Queues, Verbs: ep.Verbs,
+		csp: pageCSP(ar.GetRedirectURI()),
 	}
 	if view.RedirectHost == "" {
 		view.RedirectHost = ar.GetRedirectURI().Scheme + ":"
@@ -217,7 +256,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, view
 		}
 	}
 	view.Hidden = append(view.Hidden, hidden{"csrf", token})
-	w.Header().Set("Content-Security-Policy", pageCSP)
+	w.Header().Set("Content-Security-Policy", view.csp)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := page.Execute(w, view); err != nil {

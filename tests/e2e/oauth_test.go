@@ -267,6 +267,7 @@ func TestOAuthFlowDCR(t *testing.T) {
 	ep := e.vend("ann", []string{"inbox", "later"}, nil)
 	id := e.push(ep, "inbox", "from a hosted agent")
 	c := newOAuthClient(t, e.base)
+	c.redirect = "http://127.0.0.1:5555/callback" // registered without a port: loopback matches any (RFC 8252)
 
 	verifier, challenge := pkce()
 	status, body, form := c.page(c.authorizeURL(e.url(ep), challenge, nil))
@@ -285,9 +286,11 @@ func TestOAuthFlowDCR(t *testing.T) {
 		strings.Contains(csp, "unsafe-inline") || resp.Header.Get("X-Frame-Options") != "DENY" {
 		t.Fatalf("consent page headers: CSP %q", csp)
 	}
-	// Approve with a code on another port of the loopback redirect (RFC 8252).
 	_, loc := c.answer(form, e.mintApproval(ep), "approve")
 	u, _ := url.Parse(loc)
+	if !strings.HasPrefix(loc, c.redirect+"?") {
+		t.Fatalf("approve redirected to %s", loc)
+	}
 	tr := c.exchange(u.Query().Get("code"), verifier, e.url(ep))
 	if tr.Status != 200 || !strings.HasPrefix(tr.AccessToken, "sbat_") || !strings.HasPrefix(tr.RefreshToken, "sbrt_") ||
 		tr.ExpiresIn < 3500 || tr.ExpiresIn > 3600 {
@@ -326,7 +329,7 @@ func TestOAuthFlowDCR(t *testing.T) {
 	}
 	// The page denies too: the redirect carries access_denied.
 	_, _, form = c.page(c.authorizeURL(e.url(ep), challenge, nil))
-	if _, loc := c.answer(form, "", "deny"); !strings.Contains(loc, "error=access_denied") || !strings.HasPrefix(loc, "http://127.0.0.1/callback") {
+	if _, loc := c.answer(form, "", "deny"); !strings.Contains(loc, "error=access_denied") || !strings.HasPrefix(loc, c.redirect) {
 		t.Fatalf("deny: %s", loc)
 	}
 	// Revocation (RFC 7009) of the refresh token ends the family.
