@@ -88,7 +88,7 @@ func New(pool *pgxpool.Pool, o Options) (*Server, error) {
 		// The audience is the resource, granted by the consent page alone (consent.go).
 		AudienceMatchingStrategy: func([]string, []string) error { return nil },
 		RefreshTokenScopes:       []string{}, // every grant gets a refresh token
-		TokenURL:            o.BaseURL + "/token",
+		TokenURL:                 o.BaseURL + "/token",
 	}
 	s := &Server{
 		o: o, pool: pool, clients: cl, store: st, log: o.Log,
