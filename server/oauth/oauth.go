@@ -116,9 +116,12 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource", s.resourceMetadata)
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp/{slug}", s.resourceMetadata)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.serverMetadata)
-	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+	// Any other discovery document (OpenID Connect, path-suffixed server metadata): a JSON 404
+	// that says where the real one is.
+	mux.HandleFunc("/.well-known/", func(w http.ResponseWriter, _ *http.Request) {
 		writeOAuthError(w, http.StatusNotFound, "not_found",
-			"no OpenID Connect here: OAuth 2.1 metadata is at /.well-known/oauth-authorization-server")
+			"no such document (no OpenID Connect here): the OAuth 2.1 server metadata is at "+
+				s.o.BaseURL+"/.well-known/oauth-authorization-server")
 	})
 	mux.HandleFunc("POST /register", s.register)
 	mux.HandleFunc("GET /authorize", s.authorize)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
@@ -16,6 +15,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,6 +249,12 @@ func TestOAuthDiscovery(t *testing.T) {
 	if r := rawRequest(t, "GET", e.base+"/.well-known/oauth-protected-resource", "", nil, nil); r.StatusCode != 200 {
 		t.Fatalf("root metadata: %d", r.StatusCode)
 	}
+	for _, p := range []string{"/.well-known/openid-configuration", "/.well-known/oauth-authorization-server/mcp/" + ep.Slug} {
+		r := rawRequest(t, "GET", e.base+p, "", nil, nil)
+		if r.StatusCode != 404 || r.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: %d %s", p, r.StatusCode, r.Header.Get("Content-Type"))
+		}
+	}
 	var as map[string]any
 	resp = rawRequest(t, "GET", e.base+"/.well-known/oauth-authorization-server", "", nil, nil)
 	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&as) != nil || as["issuer"] != e.base ||
@@ -349,7 +355,9 @@ func TestOAuthFlowDCR(t *testing.T) {
 // test's CA given to the server) identifies the client without registration.
 func TestOAuthFlowClientMetadataDocument(t *testing.T) {
 	var docURL string
+	var fetches atomic.Int32
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"client_id": docURL, "client_name": "Metadata Host",
 			"redirect_uris": []string{testRedirect}, "token_endpoint_auth_method": "none"})
@@ -376,7 +384,17 @@ func TestOAuthFlowClientMetadataDocument(t *testing.T) {
 	if tr.Status != 200 || e.mcpStatus(ep, tr.AccessToken) != 200 {
 		t.Fatalf("token %+v", tr)
 	}
-	_ = tls.VersionTLS12
+	// The document was fetched once (GET and POST /authorize, /token all used the cache).
+	if n := fetches.Load(); n != 1 {
+		t.Fatalf("the document was fetched %d times", n)
+	}
+	// Without the setting, the same document on loopback is refused.
+	strict := newEnv(t)
+	sep := strict.vend("ann", []string{"inbox"}, nil)
+	sc := clientFor(t, strict.base, docURL, testRedirect)
+	if status, body, _ := sc.page(sc.authorizeURL(strict.url(sep), challenge, nil)); status == 200 || !strings.Contains(body, "private") {
+		t.Fatalf("loopback document without the setting: %d %s", status, body)
+	}
 }
 
 func TestOAuthRefusals(t *testing.T) {
@@ -511,6 +529,20 @@ func TestOAuthRefusals(t *testing.T) {
 		e.exec(`SELECT switchboard.endpoint_revoke($1)`, third.ID)
 		wantTokenError(t, c.exchange(code, verifier, ""), "invalid_grant")
 	})
+	// The metrics count what was issued and refused, by reason.
+	for _, series := range []string{
+		`switchboard_oauth_tokens_issued_total{grant_type="authorization_code"}`,
+		`switchboard_oauth_tokens_issued_total{grant_type="refresh_token"}`,
+		`switchboard_oauth_refused_total{at="token",reason="invalid_grant"}`,
+		`switchboard_oauth_refused_total{at="authorize",reason="invalid_request"}`,
+		`switchboard_oauth_refused_total{at="authorize",reason="invalid_target"}`,
+		`switchboard_oauth_refused_total{at="consent",reason="wrong_code"}`,
+		`switchboard_oauth_refused_total{at="consent",reason="csrf"}`,
+	} {
+		if v := metricValue(t, e.base, series); v < 1 {
+			t.Errorf("%s = %v", series, v)
+		}
+	}
 }
 
 // Revoking a grant, rotating the endpoint's credential, or revoking the endpoint ends its OAuth
