@@ -29,11 +29,13 @@ run: build
 	@$(with_db); export DATABASE_URL=$$app; \
 	$(BIN) migrate && $(BIN) demo --check-addr && exec $(BIN) serve
 
-# The load-balancer test (tests/e2e) needs HAProxy: installed from Debian when missing. The test
-# template and per-test databases are dropped afterwards, pass or fail.
+# The load-balancer test (tests/e2e) needs HAProxy and the OAuth browser test Chromium: both
+# installed from Debian when missing. The test template and per-test databases are dropped
+# afterwards, pass or fail.
 test: build $(TS)/node_modules/.package-lock.json
 	@$(with_db); export SWITCHBOARD_TEST_DATABASE_URL=$$admin; unset DATABASE_URL; \
 	hap=$$(tests/lb/ensure-haproxy.sh) || exit 1; export SWITCHBOARD_HAPROXY=$$hap; \
+	chr=$$(tests/ts/ensure-chromium.sh) || exit 1; export SWITCHBOARD_CHROMIUM=$$chr; \
 	status=0; $(GO) test -count=1 -timeout 20m ./... || status=$$?; \
 	db/dropscratch.sh "$$admin"; \
 	[ $$status = 0 ] && $(MAKE) --no-print-directory lint

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"switchboard/server/mcpapi"
+	"switchboard/server/oauth"
 )
 
 // Config is the server's configuration. ConfigFromEnv reads it from the environment.
@@ -58,6 +59,11 @@ type Config struct {
 	// default 60s); WriteTimeout bounds writing its answer (SWITCHBOARD_WRITE_TIMEOUT, default
 	// 60s, above the 30 s tool timeout). MCP GET streams are exempt from both.
 	ReadTimeout, WriteTimeout time.Duration
+	// OAuth configures the authorization server (server/oauth): SWITCHBOARD_OAUTH_ACCESS_TTL
+	// (default 1h), SWITCHBOARD_OAUTH_ALLOW_PRIVATE_CLIENTS=1 (client metadata documents on
+	// private or loopback addresses), SWITCHBOARD_OAUTH_CA_FILE (PEM CAs trusted besides the
+	// system's for those documents), SWITCHBOARD_OAUTH_REGISTRATIONS_PER_MINUTE (default 30).
+	OAuth oauth.Options
 }
 
 // DefaultConfig is the configuration with every default applied.
@@ -182,6 +188,31 @@ func ConfigFromEnv() (Config, error) {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			bad("SWITCHBOARD_LOG_LEVEL", err)
 		}
+	}
+	if v := os.Getenv("SWITCHBOARD_OAUTH_ACCESS_TTL"); v != "" {
+		d, err := parseInterval(v)
+		if err == nil && d < time.Second {
+			err = fmt.Errorf("want at least 1s")
+		}
+		if err != nil {
+			bad("SWITCHBOARD_OAUTH_ACCESS_TTL", err)
+		}
+		c.OAuth.AccessTTL = d
+	}
+	c.OAuth.AllowPrivateClients = os.Getenv("SWITCHBOARD_OAUTH_ALLOW_PRIVATE_CLIENTS") == "1"
+	if v := os.Getenv("SWITCHBOARD_OAUTH_CA_FILE"); v != "" {
+		pem, err := os.ReadFile(v)
+		if err != nil {
+			bad("SWITCHBOARD_OAUTH_CA_FILE", err)
+		}
+		c.OAuth.ExtraCAs = append(c.OAuth.ExtraCAs, pem)
+	}
+	if v := os.Getenv("SWITCHBOARD_OAUTH_REGISTRATIONS_PER_MINUTE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			bad("SWITCHBOARD_OAUTH_REGISTRATIONS_PER_MINUTE", fmt.Errorf("want a whole number >= 1"))
+		}
+		c.OAuth.RegistrationsPerMinute = n
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))

@@ -1,6 +1,7 @@
 // Package server assembles Switchboard's HTTP server: the MCP agent surface (/mcp/{slug}) with
-// the todo and webhook tool families, the webhook receiver (/webhooks/w/{token}), health and
-// metrics, the doorbell listener and the reaper, over one PostgreSQL pool.
+// the todo and webhook tool families, the webhook receiver (/webhooks/w/{token}), the OAuth
+// authorization server for hosted agents (server/oauth), health and metrics, the doorbell
+// listener and the reaper, over one PostgreSQL pool.
 //
 //	srv, err := server.New(cfg, pool, logger)
 //	err = srv.ListenAndServe(ctx) // until ctx ends, then graceful shutdown
@@ -28,6 +29,7 @@ import (
 	"switchboard/server/intake"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
+	"switchboard/server/oauth"
 	"switchboard/server/rules"
 	"switchboard/server/store"
 	"switchboard/server/webhooks"
@@ -111,17 +113,15 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s.mux.Handle("/mcp/{slug}", s.mcp)
 	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, log, rules.NewCache(1024), s.metrics.Ingest).
 		WithBudget(intake.NewBudget(cfg.BodyBudget)).WithRefusalMetrics(s.metrics.IngestRefusals, s.metrics.IngestRefusalWrites))
-	// What a client tries after a 401 when it was given no credential: the OAuth discovery
-	// documents (and their per-path forms, e.g. .../mcp/{slug}), then the default endpoints of
-	// MCP 2025-03-26 (Claude Code shows the answer to its POST /register).
-	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server",
-		"/.well-known/openid-configuration"} {
-		s.mux.HandleFunc(p, mcpapi.NoOAuth)
-		s.mux.HandleFunc(p+"/", mcpapi.NoOAuth)
+	// OAuth for hosted agents: the discovery documents a client reads after a 401, the
+	// authorization server and its consent page (server/oauth).
+	oo := cfg.OAuth
+	oo.BaseURL, oo.Log, oo.Registerer = s.baseURL, log, s.metrics.Registry
+	as, err := oauth.New(pool, oo)
+	if err != nil {
+		return nil, err
 	}
-	for _, p := range []string{"/register", "/authorize", "/token"} {
-		s.mux.HandleFunc(p, mcpapi.NoOAuth)
-	}
+	as.Mount(s.mux)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", s.metricsHandler())

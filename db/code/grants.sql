@@ -62,7 +62,8 @@ DECLARE
 BEGIN
     FOREACH f IN ARRAY ARRAY[
         -- authentication (every MCP request)
-        'switchboard.endpoint_resolve(bytea)',
+        'switchboard.credential_resolve(bytea)',
+        'switchboard.endpoint_resolve(bytea)',  -- the previous release's; see identity.sql
         -- the queue verbs
         'switchboard.list_todos(uuid, text, text, int)',
         'switchboard.get_todo(uuid, uuid)',
@@ -101,6 +102,16 @@ BEGIN
         'switchboard.next_due(uuid[])',
         'switchboard.claimable_todos(uuid[])',
         'switchboard.reap()',
+        -- the OAuth authorization server (server/oauth)
+        'switchboard.oauth_client_get(bytea)',
+        'switchboard.oauth_client_put(bytea, text, text, text[], jsonb, interval, int)',
+        'switchboard.oauth_endpoint(text)',
+        'switchboard.oauth_approve(uuid, bytea, bytea, text, text)',
+        'switchboard.oauth_token_put(text, bytea, text, uuid, timestamptz, jsonb)',
+        'switchboard.oauth_token_get(text, bytea)',
+        'switchboard.oauth_token_deactivate(text, bytea)',
+        'switchboard.oauth_token_delete(text, bytea)',
+        'switchboard.oauth_token_revoke_family(text, text)',
         -- the maintenance loop (retention, rotation graces) and serve's start
         'switchboard.purge(boolean)',
         'switchboard.expire_credentials()',

@@ -176,24 +176,47 @@ COMMENT ON FUNCTION switchboard.endpoint_vend(text, text, bytea, text, text[], t
 -- PL/pgSQL rather than SQL: the server calls it as switchboard_runtime, so it runs SECURITY
 -- DEFINER (grants.sql); a SQL function with that is never inlined and is planned again on every
 -- call, a PL/pgSQL one keeps its plan (measured: about 10x the cost per call).
-CREATE OR REPLACE FUNCTION switchboard.endpoint_resolve(p_credential_hash bytea)
-RETURNS TABLE (endpoint_id uuid, slug text, agent_id uuid, human_id uuid, queues text[], verbs text[])
+-- An OAuth access token (server/oauth) resolves the same way: stored as its sha256, bound to one
+-- endpoint, live while unexpired and its grant unrevoked; oauth tells the caller which it was,
+-- and expires_at until when (a session trusts it no longer: server/mcpapi).
+CREATE OR REPLACE FUNCTION switchboard.credential_resolve(p_credential_hash bytea)
+RETURNS TABLE (endpoint_id uuid, slug text, agent_id uuid, human_id uuid, queues text[], verbs text[],
+               oauth boolean, expires_at timestamptz)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN QUERY
-    SELECT e.id, e.slug, e.agent_id, a.owner_human_id, e.queues, e.verbs
-      FROM switchboard.endpoints e
+    SELECT e.id, e.slug, e.agent_id, a.owner_human_id, e.queues, e.verbs, m.oauth, m.expires_at
+      FROM (SELECT c.id, false AS oauth, NULL::timestamptz AS expires_at
+              FROM switchboard.endpoints c WHERE c.credential_hash = p_credential_hash
+            UNION ALL
+            SELECT o.id, false, NULL FROM switchboard.endpoints o
+             WHERE o.old_credential_hash = p_credential_hash AND o.old_credential_until > now()
+            UNION ALL
+            SELECT t.endpoint_id, true, t.expires_at FROM switchboard.oauth_tokens t
+              JOIN switchboard.oauth_grants g ON g.id = t.grant_id
+             WHERE t.signature = p_credential_hash AND t.kind = 'access' AND t.active
+               AND t.expires_at > now() AND g.revoked_at IS NULL
+            LIMIT 1) m
+      JOIN switchboard.endpoints e ON e.id = m.id
       JOIN switchboard.agents a ON a.id = e.agent_id
-     WHERE e.id = (SELECT c.id FROM switchboard.endpoints c WHERE c.credential_hash = p_credential_hash
-                   UNION ALL
-                   SELECT o.id FROM switchboard.endpoints o
-                    WHERE o.old_credential_hash = p_credential_hash AND o.old_credential_until > now()
-                   LIMIT 1)
-       AND e.state = 'active';
+     WHERE e.state = 'active';
 END
 $$;
+COMMENT ON FUNCTION switchboard.credential_resolve(bytea) IS
+  'The active endpoint (and its immutable scope) whose credential, previous credential within its rotation grace, or live OAuth access token hashes to p_credential_hash (oauth and expires_at: a token, and its end); no row otherwise.';
+
+-- The previous release's lookup (expand, then contract: drop it one release after nothing calls
+-- it). It knows no OAuth token, so a replica of that release refuses one with 401 until it is
+-- replaced.
+CREATE OR REPLACE FUNCTION switchboard.endpoint_resolve(p_credential_hash bytea)
+RETURNS TABLE (endpoint_id uuid, slug text, agent_id uuid, human_id uuid, queues text[], verbs text[])
+LANGUAGE sql STABLE AS $$
+    SELECT r.endpoint_id, r.slug, r.agent_id, r.human_id, r.queues, r.verbs
+      FROM switchboard.credential_resolve(p_credential_hash) r
+     WHERE NOT r.oauth;
+$$;
 COMMENT ON FUNCTION switchboard.endpoint_resolve(bytea) IS
-  'The active endpoint (and its immutable scope) whose credential, or previous credential within its rotation grace, hashes to p_credential_hash; no row otherwise.';
+  'Superseded by credential_resolve (kept for the previous release): the endpoint an sbk_ credential opens.';
 
 CREATE OR REPLACE FUNCTION switchboard.endpoint_list(p_human text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
@@ -221,6 +244,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM switchboard.refuse('not_found', 'unknown endpoint');
     END IF;
+    PERFORM switchboard.oauth_grants_revoke(NULL, p_endpoint);
     UPDATE switchboard.todos
        SET state = 'failed', next_retry_at = NULL, lease_expires_at = NULL, lease_token_hash = NULL,
            result = '{"error": "endpoint_revoked"}', completed_at = now(), updated_at = now()
@@ -231,7 +255,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION switchboard.endpoint_revoke(uuid) IS
-  'Revoke an endpoint: credential dead at once, open todos dead-lettered (result endpoint_revoked), live sessions told to close.';
+  'Revoke an endpoint: credential and OAuth grants dead at once, open todos dead-lettered (result endpoint_revoked), live sessions told to close.';
 
 -- Credential rotation.
 -- Live sessions of a credential that no longer resolves are closed by the servers on the
@@ -264,6 +288,8 @@ BEGIN
         END IF;
         PERFORM switchboard.refuse('not_found', 'unknown endpoint');
     END IF;
+    -- A new credential ends the OAuth grants too (oauth_grants_revoke notifies when it ends any).
+    PERFORM switchboard.oauth_grants_revoke(NULL, e.id);
     IF NOT v_grace THEN
         PERFORM pg_notify('switchboard_revoked', 'rotated:' || e.id);
     END IF;

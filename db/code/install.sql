@@ -28,6 +28,7 @@ SET LOCAL check_function_bodies = on;
 {{ template "settings.sql" . }}
 {{ template "doorbell.sql" . }}
 {{ template "identity.sql" . }}
+{{ template "oauth.sql" . }}
 {{ template "queue.sql" . }}
 {{ template "leases.sql" . }}
 {{ template "retention.sql" . }}

@@ -20,6 +20,7 @@ DECLARE
     v_done_before timestamptz := now() - make_interval(secs => switchboard.setting('retain_done_days') * 86400);
     v_dead_before timestamptz := now() - make_interval(secs => switchboard.setting('retain_dead_days') * 86400);
     v_events_before timestamptz := now() - make_interval(secs => switchboard.setting('retain_events_days') * 86400);
+    v_oauth bigint;
 BEGIN
     IF p_dry_run THEN
         SELECT count(*) INTO todos_done FROM switchboard.todos
@@ -80,7 +81,9 @@ BEGIN
     )
     SELECT count(*) INTO events FROM gone;
 
-    more := todos_done >= v_batch OR todos_dead >= v_batch OR events >= v_batch;
+    -- OAuth codes, tokens, registrations and grants past their time (db/code/oauth.sql).
+    v_oauth := switchboard.oauth_purge(v_batch);
+    more := todos_done >= v_batch OR todos_dead >= v_batch OR events >= v_batch OR v_oauth >= v_batch;
 END
 $$;
 COMMENT ON FUNCTION switchboard.purge(boolean) IS

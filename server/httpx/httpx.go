@@ -3,7 +3,10 @@
 // It imports nothing of switchboard's, so the server and the handlers it mounts both use it.
 package httpx
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // securityHeaders are set on every response of the server (contract §4.1).
 var securityHeaders = [][2]string{
@@ -14,8 +17,14 @@ var securityHeaders = [][2]string{
 	{"Cache-Control", "no-store"},
 }
 
+// setSecurityHeaders sets them all. A handler may add directives to the base policy (the OAuth
+// consent page adds its style hash, form-action and frame-ancestors): a policy that starts with
+// the base one is kept: it names what that page needs and nothing else can loosen the base.
 func setSecurityHeaders(h http.Header) {
 	for _, kv := range securityHeaders {
+		if kv[0] == "Content-Security-Policy" && strings.HasPrefix(h.Get(kv[0]), kv[1]+";") {
+			continue
+		}
 		h.Set(kv[0], kv[1])
 	}
 }

@@ -1,7 +1,7 @@
 package mcpapi
 
 // Answers at the HTTP and JSON-RPC boundary that a client can act on: what to send when the
-// credential is missing or wrong, that there is no OAuth to discover, that a request needs a
+// credential is missing or wrong (and where OAuth starts), that a request needs a
 // session, which protocol versions are spoken, and that only the tools capability exists.
 
 import (
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -24,24 +25,19 @@ import (
 const credentialHint = "send Authorization: Bearer sbk_... with the credential vended for this endpoint"
 
 // unauthenticated answers 401 with RFC 6750's error: invalid_request when no bearer credential
-// was sent, invalid_token when it is unknown or revoked. The JSON body says the same.
-func unauthenticated(w http.ResponseWriter, missing bool) {
+// was sent, invalid_token when it is unknown, revoked, expired or issued for another endpoint.
+// resource_metadata (RFC 9728) points an OAuth client at the endpoint's protected resource
+// metadata (server/oauth): a hosted agent gets its token there. The JSON body says the same.
+func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, missing bool) {
 	oauthErr, what := "invalid_token", "unknown or revoked bearer credential"
 	if missing {
 		oauthErr, what = "invalid_request", "missing bearer credential"
 	}
 	desc := what + ": " + credentialHint
-	w.Header().Set("WWW-Authenticate",
-		fmt.Sprintf(`Bearer realm="switchboard", error="%s", error_description="%s"`, oauthErr, desc))
+	meta := h.o.BaseURL + "/.well-known/oauth-protected-resource/mcp/" + url.PathEscape(r.PathValue("slug"))
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(
+		`Bearer realm="switchboard", resource_metadata="%s", error="%s", error_description="%s"`, meta, oauthErr, desc))
 	writeError(w, http.StatusUnauthorized, "unauthenticated", desc)
-}
-
-// NoOAuth answers the OAuth discovery documents (/.well-known/oauth-protected-resource, its
-// per-path forms, /.well-known/oauth-authorization-server) with a JSON 404 that tells a client
-// probing for OAuth after a 401 what to do instead.
-func NoOAuth(w http.ResponseWriter, _ *http.Request) {
-	writeError(w, http.StatusNotFound, store.CodeNotFound,
-		"this server does not use OAuth: each endpoint has a vended bearer credential; "+credentialHint)
 }
 
 // legacyVersions are the protocol versions this server speaks, newest first.

@@ -184,7 +184,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	hash, ok := bearer(r)
 	if !ok {
-		unauthenticated(w, true)
+		h.unauthenticated(w, r, true)
 		return
 	}
 	// The epoch is read before the database is: a revocation it might miss is one whose
@@ -198,6 +198,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if ep, ok = h.authenticate(w, r, hash); !ok {
 			return
 		}
+		v.until = ep.Expires
 		via = "database"
 	}
 	h.m.Authentications.WithLabelValues(via).Inc()
@@ -209,7 +210,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	e, status := h.acquire(ep)
 	switch status {
 	case http.StatusUnauthorized:
-		unauthenticated(w, false)
+		h.unauthenticated(w, r, false)
 		return
 	case http.StatusServiceUnavailable:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "server is shutting down")
@@ -245,6 +246,7 @@ func bearer(r *http.Request) ([]byte, bool) {
 type verified struct {
 	hash  []byte
 	epoch uint64
+	until time.Time // an OAuth access token's expiry (zero: an sbk_ credential)
 }
 
 // epoch is the revocation feed's (doorbell.Bell.Epoch); 0, trusting nothing, without a bell.
@@ -271,6 +273,7 @@ func (h *Handler) trustedSession(r *http.Request, hash []byte) (store.Endpoint, 
 	defer h.mu.Unlock()
 	s := h.sessions[id]
 	if s == nil || s.verified != epoch || s.entry.revoked || s.entry.ep.Slug != r.PathValue("slug") ||
+		(!s.until.IsZero() && !time.Now().Before(s.until)) || // an expired OAuth token: the database refuses it
 		subtle.ConstantTimeCompare(s.cred, hash) != 1 {
 		return store.Endpoint{}, false
 	}
@@ -293,10 +296,14 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []by
 		return store.Endpoint{}, false
 	}
 	if !ok {
-		unauthenticated(w, false)
+		h.unauthenticated(w, r, false)
 		return store.Endpoint{}, false
 	}
 	if ep.Slug != r.PathValue("slug") {
+		if ep.OAuth { // an OAuth token's audience is its one endpoint (RFC 8707): not this one
+			h.unauthenticated(w, r, false)
+			return store.Endpoint{}, false
+		}
 		writeError(w, http.StatusForbidden, store.CodeForbidden, "the credential belongs to another endpoint")
 		return store.Endpoint{}, false
 	}

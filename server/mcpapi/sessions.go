@@ -50,14 +50,15 @@ type session struct {
 	stream    atomic.Pointer[eventStream] // the hijacked GET stream (stream.go)
 	streams   int
 	lastSeen  time.Time
-	cred      []byte // credential hash the database last confirmed for this session
-	verified  uint64 // the revocation feed's epoch of that confirmation (see trustedSession)
+	cred      []byte    // credential hash the database last confirmed for this session
+	verified  uint64    // the revocation feed's epoch of that confirmation (see trustedSession)
+	until     time.Time // an OAuth token's expiry: trusted no longer (zero: an sbk_ credential)
 }
 
 // vouch records a database confirmation of the session's credential. h.mu must be held.
 func (s *session) vouch(v *verified) {
 	if v != nil {
-		s.cred, s.verified = v.hash, v.epoch
+		s.cred, s.verified, s.until = v.hash, v.epoch, v.until
 	}
 }
 

@@ -127,6 +127,10 @@ type Endpoint struct {
 	HumanID string
 	Queues  []string
 	Verbs   []string
+	// OAuth: the credential was an OAuth access token (server/oauth), bound to this endpoint,
+	// that expires at Expires (zero for an sbk_ credential).
+	OAuth   bool
+	Expires time.Time
 }
 
 // CredentialHash is what switchboard.endpoints stores for a bearer credential.
@@ -136,11 +140,15 @@ func CredentialHash(credential string) []byte {
 }
 
 // ResolveCredential finds the active endpoint whose credential hashes to hash (one call of
-// switchboard.endpoint_resolve). ok is false for an unknown or revoked credential.
+// switchboard.credential_resolve). ok is false for an unknown or revoked credential.
 func (s *Store) ResolveCredential(ctx context.Context, hash []byte) (ep Endpoint, ok bool, err error) {
 	row := s.pool.QueryRow(ctx,
-		`SELECT endpoint_id, slug, agent_id, human_id, queues, verbs FROM switchboard.endpoint_resolve($1)`, hash)
-	err = row.Scan(&ep.ID, &ep.Slug, &ep.AgentID, &ep.HumanID, &ep.Queues, &ep.Verbs)
+		`SELECT endpoint_id, slug, agent_id, human_id, queues, verbs, oauth, expires_at FROM switchboard.credential_resolve($1)`, hash)
+	var expires *time.Time
+	err = row.Scan(&ep.ID, &ep.Slug, &ep.AgentID, &ep.HumanID, &ep.Queues, &ep.Verbs, &ep.OAuth, &expires)
+	if expires != nil {
+		ep.Expires = *expires
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, false, nil
 	}

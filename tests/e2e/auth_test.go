@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ const (
 	badCred     = `Bearer realm="switchboard", error="invalid_token", error_description="unknown or revoked bearer credential: send Authorization: Bearer sbk_... with the credential vended for this endpoint"`
 )
 
+var resourceMetadataParam = regexp.MustCompile(` resource_metadata="([^"]*)",`)
+
 // wantUnauthenticated checks a 401 for an unknown or revoked credential.
 func wantUnauthenticated(t *testing.T, resp *http.Response) { t.Helper(); want401(t, resp, badCred) }
 
@@ -28,7 +31,14 @@ func want401(t *testing.T, resp *http.Response, header string) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("status %d, want 401", resp.StatusCode)
 	}
-	if got := resp.Header.Get("WWW-Authenticate"); got != header {
+	// resource_metadata (RFC 9728) names the endpoint's protected resource metadata, for OAuth
+	// clients; the rest is compared as is.
+	got := resp.Header.Get("WWW-Authenticate")
+	meta := resourceMetadataParam.FindStringSubmatch(got)
+	if meta == nil || !strings.Contains(meta[1], "/.well-known/oauth-protected-resource/mcp/") {
+		t.Fatalf("WWW-Authenticate %q has no resource_metadata", got)
+	}
+	if got = strings.Replace(got, meta[0], "", 1); got != header {
 		t.Fatalf("WWW-Authenticate %q, want %q", got, header)
 	}
 	var body struct {

@@ -12,30 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A client probing OAuth discovery after a 401 learns that there is none, as JSON.
-func TestWellKnownSaysNoOAuth(t *testing.T) {
-	e := newEnv(t)
-	ep := e.vend("ann", []string{"inbox"}, nil)
-	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp/" + ep.Slug,
-		"/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp/" + ep.Slug,
-		"/.well-known/openid-configuration", "POST /register", "/authorize", "POST /token"} {
-		method := "GET"
-		if m, path, ok := strings.Cut(p, " "); ok {
-			method, p = m, path
-		}
-		resp := rawRequest(t, method, e.base+p, "", nil, nil)
-		var body struct {
-			Error struct{ Code, Message string }
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" ||
-			json.Unmarshal(raw, &body) != nil || body.Error.Code != "not_found" ||
-			!strings.Contains(body.Error.Message, "does not use OAuth") || !strings.Contains(body.Error.Message, "Bearer sbk_") {
-			t.Errorf("%s: %d %q %s", p, resp.StatusCode, resp.Header.Get("Content-Type"), raw)
-		}
-	}
-}
-
 // rpcError reads a JSON-RPC error response body.
 func rpcError(t *testing.T, resp *http.Response) (id any, code int64, message string) {
 	t.Helper()
