@@ -312,9 +312,7 @@ BEGIN
             PERFORM switchboard.refuse('invalid_argument', 'queue name is invalid');
         END IF;
         -- Every target's todo in one statement (create_todo's insert, set-based): the payload
-        -- stays in the event, and the settings and the payload's size are read once. A target
-        -- whose live todo already holds the delivery key (idempotency) gets nothing new: its
-        -- todo is found by the join below, created false.
+        -- stays in the event, and the settings and the payload's size are read once.
         SELECT coalesce(octet_length(p_payload::text), 0), (SELECT s.value FROM switchboard.settings s WHERE s.key = 'max_attempts')
           INTO v_size, v_max_attempts;
         WITH ins AS (
@@ -328,16 +326,13 @@ BEGIN
                 DO NOTHING
             RETURNING endpoint_id, id
         )
-        SELECT array_agg(coalesce(i.id, l.id) ORDER BY x.ord), array_agg(i.id IS NOT NULL ORDER BY x.ord)
+        SELECT array_agg(i.id ORDER BY x.ord), array_agg(i.id IS NOT NULL ORDER BY x.ord)
           INTO v_ids, v_new
           FROM unnest(v_targets) WITH ORDINALITY AS x (target, ord)
-          LEFT JOIN ins i ON i.endpoint_id = x.target
-          LEFT JOIN switchboard.todos l
-                 ON i.id IS NULL AND l.endpoint_id = x.target AND l.idempotency_key = p_delivery_key
-                AND (l.state IN ('pending', 'claimed') OR l.next_retry_at IS NOT NULL);
-        -- Rare: a live todo with the key committed after this statement's snapshot (so the
-        -- insert skipped it and the join could not see it), or finished since. create_todo's
-        -- loop settles such a target, as it did for every target before.
+          LEFT JOIN ins i ON i.endpoint_id = x.target;
+        -- Rare: a target whose live todo already holds the delivery key (an operator push with
+        -- that key), so the insert skipped it. create_todo settles it as it did every target
+        -- before: the live todo's id, created false (or a new todo if that one finished since).
         FOR k IN 1..cardinality(v_targets) LOOP
             IF v_ids[k] IS NULL THEN
                 SELECT c.todo_id, c.created INTO v_ids[k], v_new[k]
