@@ -263,6 +263,8 @@ DECLARE
     v_created int := 0;
     v_ids uuid[];
     v_new boolean[];
+    v_id uuid;
+    v_made boolean;
     v_size int;
     v_max_attempts int;
 BEGIN
@@ -335,9 +337,11 @@ BEGIN
         -- before: the live todo's id, created false (or a new todo if that one finished since).
         FOR k IN 1..cardinality(v_targets) LOOP
             IF v_ids[k] IS NULL THEN
-                SELECT c.todo_id, c.created INTO v_ids[k], v_new[k]
+                SELECT c.todo_id, c.created INTO v_id, v_made
                   FROM switchboard.create_todo(v_targets[k], v_queue, p_title, p_payload, p_delivery_key,
                                                w.source_type, p_event_type, p_routing, v_event) c;
+                v_ids[k] := v_id;
+                v_new[k] := v_made;
             END IF;
         END LOOP;
         SELECT jsonb_agg(jsonb_build_object('id', x.id, 'endpoint_id', x.target, 'queue', v_queue, 'created', x.created)
