@@ -19,8 +19,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +34,7 @@ import (
 
 func init() {
 	register(Section{Name: "pgcost", Order: 22, Run: pgcostSection,
-		Doc: "PostgreSQL CPU, top statements (pg_stat_statements) and function self time per claim_next+complete and per delivery, beside the bare SQL of the same rows"})
+		Doc: "PostgreSQL CPU, top statements (pg_stat_statements) and function self time per claim_next+complete and per delivery, beside the bare SQL of the same rows; Graphile Worker as the peer"})
 }
 
 // The doorbell signal before issue 27, for the comparison in the same run: every ringing
@@ -307,6 +311,12 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 		}
 	}
 
+	// --- the peer: Graphile Worker, unbatched, at the same concurrency --------------------------
+	peer, peerNote, err := runPeer(ctx, b, claimWorkers, need)
+	if err != nil {
+		return nil, fmt.Errorf("pgcost peer: %w", err)
+	}
+
 	// --- ingest ---------------------------------------------------------------------------------
 	var trace []byte // no rules: no routing trace
 	ingestOp := func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
@@ -395,6 +405,8 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 		{Section: sec, Name: "claim_next+complete cycles/s, 16 workers (pgx)", Value: fn.res.Rate(), Unit: "cycles/s",
 			Baseline: bare.res.Rate(), Ratio: Ratio(fn.res.Rate(), bare.res.Rate()), Target: ">= 0.90 x bare",
 			Pass: AtLeast(Ratio(fn.res.Rate(), bare.res.Rate()), 0.9)},
+		{Section: sec, Name: "  Graphile Worker 0.18.0, unbatched, 16 (its own database)", Value: peer, Unit: "jobs/s",
+			Baseline: bare.res.Rate(), Ratio: Ratio(peer, bare.res.Rate()), Note: peerNote},
 		{Section: sec, Name: "claim_next mean exec (track_functions total)", Value: claimNext, Unit: "ms",
 			Baseline: bareClaim, Ratio: Ratio(bareClaim, claimNext), Target: "<= 2 x bare claim UPDATE",
 			Pass: func() *bool { p := claimNext <= 2*bareClaim; return &p }()},
@@ -471,4 +483,43 @@ func fillInbox(ctx context.Context, c *pgx.Conn, table string, ep pgtype.UUID, n
 		SELECT $1, 'inbox', 'bench todo', `+benchPayload+`, 23, 5, clock_timestamp() + g * interval '1 microsecond', now()
 		  FROM generate_series(1, $2::int) g`, ep, need-have)
 	return err
+}
+
+// peerDir holds the peer's package (package.json, lockfile, drain.mjs); make bench installs it
+// with npm ci, the Node 22 it needs included.
+const peerDir = "tests/bench/peer"
+
+// runPeer drains no-op Graphile Worker jobs at n workers in a database of its own (b.NewDB: the
+// worker installs its schema there), one measured window per round, and returns jobs/s. Without
+// the installed package it returns 0 and says so.
+func runPeer(ctx context.Context, b *Bench, n, prefill int) (float64, string, error) {
+	node := peerDir + "/node_modules/.bin/node"
+	if _, err := os.Stat(node); err != nil {
+		return 0, "not installed: npm ci --prefix " + peerDir + " (make bench does it)", nil
+	}
+	var jobs, secs float64
+	for round := 0; round < b.Cfg.Rounds; round++ {
+		url, err := b.NewDB(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		cmd := exec.CommandContext(ctx, node, peerDir+"/drain.mjs", url, strconv.Itoa(prefill), strconv.Itoa(n),
+			strconv.FormatInt(b.Cfg.Warmup.Milliseconds(), 10), strconv.FormatInt(b.Cfg.Duration.Milliseconds(), 10))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return 0, "", fmt.Errorf("drain.mjs: %w", err)
+		}
+		var r struct {
+			Jobs    float64 `json:"jobs"`
+			Seconds float64 `json:"seconds"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			return 0, "", fmt.Errorf("drain.mjs answered %q: %w", out, err)
+		}
+		b.Logf("pgcost peer round %d: %.0f jobs/s", round, r.Jobs/r.Seconds)
+		jobs += r.Jobs
+		secs += r.Seconds
+	}
+	return Ratio(jobs, secs), fmt.Sprintf("%s (node drain.mjs): concurrency %d, its defaults otherwise (no local queue, no batched completion), %d jobs queued first", peerDir, n, prefill), nil
 }
