@@ -15,6 +15,8 @@ admin=$${DATABASE_URL:-$$($(PG) url)}; \
 app=$${DATABASE_URL:-$${admin%/postgres?*}/switchboard?sslmode=disable}
 endef
 
+PEER   := tests/bench/peer
+
 .PHONY: build run test test-go lint bench clean-db
 
 # The real-client tests' packages (official TypeScript SDK, conformance suite, a Node 22), from
@@ -45,7 +47,11 @@ lint: build
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	@$(with_db); SWITCHBOARD_TEST_DATABASE_URL=$$admin db/lint.sh
 
-bench: build
+# The bench's peer (Graphile Worker and the Node 22 it needs), from its committed lockfile.
+$(PEER)/node_modules/.package-lock.json: $(PEER)/package.json $(PEER)/package-lock.json
+	npm ci --prefix $(PEER) --no-audit --no-fund
+
+bench: build $(PEER)/node_modules/.package-lock.json
 	@$(with_db); export SWITCHBOARD_TEST_DATABASE_URL=$$admin; unset DATABASE_URL; \
 	$(GO) run ./tests/bench
 

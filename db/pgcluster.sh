@@ -5,7 +5,8 @@
 #   db/pgcluster.sh dir     the folder the cluster lives in
 #   db/pgcluster.sh stop
 # The cluster lives under .pgdata/ (git-ignored). PostgreSQL refuses to run as root, so as root
-# the server runs as the OS user postgres. It preloads pg_cron (cron.database_name = switchboard).
+# the server runs as the OS user postgres. It preloads pg_cron (cron.database_name = switchboard)
+# and pg_stat_statements (make bench reads where the database time goes; nothing else needs it).
 #
 # Nobody else on the machine gets in: every connection (socket or TCP, loopback only) needs the
 # password (scram-sha-256; no trust line), which is generated once into <dir>/password (mode
@@ -102,6 +103,7 @@ SQL
 #   unix_socket_permissions: only the owner may use the socket.
 #   cron.use_background_workers: pg_cron runs jobs in background workers; by default it
 #     connects over libpq, which a password-only pg_hba.conf refuses ("connection failed").
+#   shared_preload_libraries gains pg_stat_statements (the bench's statement statistics).
 ensure_conf() {
 	local conf=$PGDIR/data/postgresql.conf line added=
 	for line in "unix_socket_permissions = 0700" "cron.use_background_workers = on"; do
@@ -110,6 +112,11 @@ ensure_conf() {
 			added=1
 		fi
 	done
+	# pg_stat_statements joined pg_cron in shared_preload_libraries later: add it to the line.
+	if grep -q "^shared_preload_libraries = 'pg_cron'$" "$conf"; then
+		as_pg sed -i "s/^shared_preload_libraries = 'pg_cron'$/shared_preload_libraries = 'pg_cron,pg_stat_statements'/" "$conf"
+		added=1
+	fi
 	if [ -n "$added" ] && running; then
 		as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -m fast -w stop >/dev/null
 	fi
@@ -144,7 +151,7 @@ unix_socket_permissions = 0700
 password_encryption = 'scram-sha-256'
 max_connections = 300
 shared_buffers = 256MB
-shared_preload_libraries = 'pg_cron'
+shared_preload_libraries = 'pg_cron,pg_stat_statements'
 cron.database_name = 'switchboard'
 cron.use_background_workers = on
 log_min_messages = warning

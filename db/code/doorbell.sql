@@ -14,19 +14,33 @@
 -- ready todos of every endpoint they serve, at once and once more after the window (trailing
 -- re-check), which picks up the todos whose signal was coalesced. Coalescing per database, not
 -- per endpoint, bounds the NOTIFY rate however many endpoints are busy.
+-- Inside a window a ring is one read: the settings and the row's time in one statement, no
+-- lock and no write, so ringing transactions share nothing but that read (the UPDATE with its
+-- SKIP LOCKED subquery ran in every one of them before). Only a ring that finds the window
+-- over tries the row, once per window.
 -- Best effort: no todo depends on a signal to be claimable.
 CREATE OR REPLACE FUNCTION switchboard.ring() RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_enabled boolean;
+    v_since   timestamptz;
 BEGIN
-    IF switchboard.setting('doorbell_enabled') = 0 THEN
-        RETURN false;
+    SELECT s.enabled, clock_timestamp() - make_interval(secs => s.window_ms / 1000.0)
+      INTO v_enabled, v_since
+      FROM (SELECT max(value) FILTER (WHERE key = 'doorbell_enabled') = 1 AS enabled,
+                   max(value) FILTER (WHERE key = 'doorbell_window_ms') AS window_ms
+              FROM switchboard.settings
+             WHERE key IN ('doorbell_enabled', 'doorbell_window_ms')) s
+     WHERE EXISTS (SELECT 1 FROM switchboard.doorbell d WHERE d.signalled_at < clock_timestamp()
+                                                             - make_interval(secs => s.window_ms / 1000.0));
+    IF NOT FOUND OR NOT v_enabled THEN
+        RETURN false; -- inside the window (or off)
     END IF;
     UPDATE switchboard.doorbell d
        SET signalled_at = clock_timestamp()
      WHERE d.one = (SELECT b.one
                       FROM switchboard.doorbell b
-                     WHERE b.signalled_at < clock_timestamp()
-                                            - make_interval(secs => switchboard.setting('doorbell_window_ms') / 1000.0)
+                     WHERE b.signalled_at < v_since
                        FOR UPDATE SKIP LOCKED);
     IF NOT FOUND THEN
         RETURN false;

@@ -282,7 +282,7 @@ DECLARE
     v_expired boolean;
     v_due     boolean;
     v_token   text;
-    v_todo    jsonb;
+    v_answer  jsonb;
 BEGIN
     -- The grant, and whether this endpoint has expired leases or due retries to take over first
     -- (so that no work waits for the reaper, and they compete with pending work in created_at
@@ -326,13 +326,17 @@ BEGIN
                     ORDER BY c.created_at, c.id
                     LIMIT 1
                       FOR UPDATE SKIP LOCKED)
-    RETURNING switchboard.todo_json(u) || switchboard.todo_detail_json(u) INTO v_todo;
+    -- The answer is built once, from the row the UPDATE returns (no copy into a wrapper after).
+    RETURNING CASE WHEN v_token IS NULL
+                   THEN jsonb_build_object('empty', false, 'todo', switchboard.todo_json(u) || switchboard.todo_detail_json(u))
+                   ELSE jsonb_build_object('empty', false, 'lease_token', v_token,
+                                           'todo', switchboard.todo_json(u) || switchboard.todo_detail_json(u))
+              END
+      INTO v_answer;
     IF NOT FOUND THEN
         RETURN '{"empty": true}'::jsonb;
-    ELSIF v_token IS NULL THEN
-        RETURN jsonb_build_object('empty', false, 'todo', v_todo);
     END IF;
-    RETURN jsonb_build_object('empty', false, 'lease_token', v_token, 'todo', v_todo);
+    RETURN v_answer;
 END
 $$;
 COMMENT ON FUNCTION switchboard.claim_next(uuid, text, int, boolean) IS

@@ -296,7 +296,12 @@ DECLARE
     v_queue text;
     v_todos jsonb := '[]'::jsonb;
     v_created int := 0;
-    r record;
+    v_ids uuid[];
+    v_new boolean[];
+    v_id uuid;
+    v_made boolean;
+    v_size int;
+    v_max_attempts int;
 BEGIN
     SELECT * INTO w FROM switchboard.webhooks WHERE id = p_webhook AND deleted_at IS NULL;
     IF NOT FOUND THEN
@@ -339,18 +344,52 @@ BEGIN
         EXIT WHEN FOUND;
     END LOOP;
 
-    FOR r IN SELECT x.target, c.todo_id, c.created
-               FROM unnest(v_targets) WITH ORDINALITY AS x (target, ord)
-              CROSS JOIN LATERAL switchboard.create_todo(x.target, v_queue, p_title, p_payload, p_delivery_key,
-                                                         w.source_type, p_event_type, p_routing, v_event) c
-              ORDER BY x.ord
-    LOOP
-        v_todos := v_todos || jsonb_build_object('id', r.todo_id, 'endpoint_id', r.target,
-                                                 'queue', v_queue, 'created', r.created);
-        v_created := v_created + r.created::int;
-    END LOOP;
+    IF v_targets IS NOT NULL THEN
+        IF v_queue IS NULL OR v_queue !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$' THEN
+            PERFORM switchboard.refuse('invalid_argument', 'queue name is invalid');
+        END IF;
+        -- Every target's todo in one statement (create_todo's insert, set-based): the payload
+        -- stays in the event, and the settings and the payload's size are read once.
+        SELECT coalesce(octet_length(p_payload::text), 0), (SELECT s.value FROM switchboard.settings s WHERE s.key = 'max_attempts')
+          INTO v_size, v_max_attempts;
+        WITH ins AS (
+            INSERT INTO switchboard.todos (endpoint_id, queue, title, source, kind, payload_size, routing, event_id,
+                                           idempotency_key, max_attempts)
+            SELECT x.target, v_queue, coalesce(p_title, ''), w.source_type, p_event_type, v_size, p_routing, v_event,
+                   p_delivery_key, v_max_attempts
+              FROM unnest(v_targets) AS x (target)
+            ON CONFLICT (endpoint_id, idempotency_key)
+                WHERE idempotency_key IS NOT NULL AND (state IN ('pending', 'claimed') OR next_retry_at IS NOT NULL)
+                DO NOTHING
+            RETURNING endpoint_id, id
+        )
+        SELECT array_agg(i.id ORDER BY x.ord), array_agg(i.id IS NOT NULL ORDER BY x.ord)
+          INTO v_ids, v_new
+          FROM unnest(v_targets) WITH ORDINALITY AS x (target, ord)
+          LEFT JOIN ins i ON i.endpoint_id = x.target;
+        -- Rare: a target whose live todo already holds the delivery key (an operator push with
+        -- that key), so the insert skipped it. create_todo settles it as it did every target
+        -- before: the live todo's id, created false (or a new todo if that one finished since).
+        FOR k IN 1..cardinality(v_targets) LOOP
+            IF v_ids[k] IS NULL THEN
+                SELECT c.todo_id, c.created INTO v_id, v_made
+                  FROM switchboard.create_todo(v_targets[k], v_queue, p_title, p_payload, p_delivery_key,
+                                               w.source_type, p_event_type, p_routing, v_event) c;
+                v_ids[k] := v_id;
+                v_new[k] := v_made;
+            END IF;
+        END LOOP;
+        SELECT jsonb_agg(jsonb_build_object('id', x.id, 'endpoint_id', x.target, 'queue', v_queue, 'created', x.created)
+                         ORDER BY x.ord),
+               count(*) FILTER (WHERE x.created)
+          INTO v_todos, v_created
+          FROM unnest(v_targets, v_ids, v_new) WITH ORDINALITY AS x (target, id, created, ord);
+        IF v_created > 0 THEN
+            PERFORM switchboard.ring(); -- once per delivery, not per target
+        END IF;
+    END IF;
     RETURN jsonb_build_object('event_id', v_event, 'duplicate', false, 'disposition', p_disposition,
-                              'trust_mode', w.trust_mode, 'todos', v_todos, 'created', v_created);
+                              'trust_mode', w.trust_mode, 'todos', coalesce(v_todos, '[]'), 'created', v_created);
 END
 $$;
 COMMENT ON FUNCTION switchboard.ingest(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[]) IS

@@ -1,0 +1,525 @@
+package main
+
+// Where the database time goes (issue 27). Each path runs beside the bare SQL that writes the
+// same rows, in one database and one run, with pg_stat_statements (track = all: the statements
+// inside the functions too) and track_functions = pl on:
+//
+//   claim   claim_next + complete through pgx at 16 workers, beside the hand-written SKIP LOCKED
+//           claim + complete on bench_bare (the claim section's baseline)
+//   ingest  switchboard.ingest of a 1 KiB github delivery to one target, called as the receiver
+//           calls it, at 32 senders; beside a bare INSERT of the same row into bench_bare, and
+//           the same INSERT with a pg_notify in its transaction, at 16; and the same ingest with
+//           the doorbell signal of before this issue (an UPDATE of the doorbell row, SKIP LOCKED,
+//           in every ringing transaction) and with the doorbell off
+//
+// For each: operations per second, PostgreSQL CPU per operation (every process of this cluster,
+// from /proc), the top statements by total execution time (mean ms and calls per operation) and
+// each function's self time per call. Sessions are opened for each run and closed after it, so
+// every backend has flushed its function statistics when they are read.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+func init() {
+	register(Section{Name: "pgcost", Order: 22, Run: pgcostSection,
+		Doc: "PostgreSQL CPU, top statements (pg_stat_statements) and function self time per claim_next+complete and per delivery, beside the bare SQL of the same rows; Graphile Worker as the peer"})
+}
+
+// The doorbell signal before issue 27, for the comparison in the same run: every ringing
+// transaction ran the UPDATE (with its SKIP LOCKED subquery) and two setting() calls.
+const ringBefore27 = `
+CREATE OR REPLACE FUNCTION switchboard.ring() RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF switchboard.setting('doorbell_enabled') = 0 THEN
+        RETURN false;
+    END IF;
+    UPDATE switchboard.doorbell d
+       SET signalled_at = clock_timestamp()
+     WHERE d.one = (SELECT b.one
+                      FROM switchboard.doorbell b
+                     WHERE b.signalled_at < clock_timestamp()
+                                            - make_interval(secs => switchboard.setting('doorbell_window_ms') / 1000.0)
+                       FOR UPDATE SKIP LOCKED);
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_notify('switchboard_doorbell', '*');
+    RETURN true;
+END
+$fn$`
+
+const pgcostTop = 6 // statements shown per path
+
+type stmtStat struct {
+	query       string
+	calls       int64
+	mean, total float64 // ms
+}
+
+type funcStat struct {
+	name        string
+	calls       int64
+	self, total float64 // ms
+}
+
+type pathCost struct {
+	ops   int64 // operations of the run the statistics are from (the latest)
+	res   Result
+	cpu   time.Duration
+	stmts []stmtStat
+	funcs []funcStat
+	idx   map[string]int64 // scans of each index of switchboard.todos in the run
+}
+
+func (p pathCost) perOp(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000 / float64(max(p.res.Total, 1))
+}
+
+// measurePath runs op on n fresh sessions with the statistics reset before, and reads them after.
+func measurePath(ctx context.Context, b *Bench, admin *pgx.Conn, url string, n int, op Op) (pathCost, error) {
+	var out pathCost
+	var backend int
+	if err := admin.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return out, err
+	}
+	postmaster, err := parentPID(backend)
+	if err != nil {
+		return out, err
+	}
+	conns, err := b.Connect(ctx, url, n)
+	if err != nil {
+		return out, err
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset(), pg_stat_reset()"); err != nil {
+		CloseAll(conns)
+		return out, err
+	}
+	cpu0 := clusterCPU(postmaster)
+	out.res, err = b.Run(ctx, conns, op)
+	out.ops = out.res.Total
+	out.cpu = clusterCPU(postmaster) - cpu0 // before the sessions exit (a backend reaped is counted late)
+	CloseAll(conns)                         // an exiting backend flushes its function statistics
+	if err != nil {
+		return out, err
+	}
+	// Backends flush their function statistics as they exit: wait until the counts stand still.
+	var last int64 = -1
+	for i := 0; i < 20; i++ {
+		var calls int64
+		if err := admin.QueryRow(ctx, "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions").Scan(&calls); err != nil {
+			return out, err
+		}
+		if calls == last {
+			break
+		}
+		last = calls
+		sleep(ctx, 250*time.Millisecond)
+	}
+	rows, err := admin.Query(ctx, `
+		SELECT regexp_replace(query, '\s+', ' ', 'g'), calls, mean_exec_time, total_exec_time
+		  FROM pg_stat_statements
+		 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		   AND query !~* '^\s*(SELECT pg_stat_statements_reset|VACUUM|CHECKPOINT|SELECT pg_backend_pid)'
+		 ORDER BY total_exec_time DESC
+		 LIMIT $1`, pgcostTop)
+	if err != nil {
+		return out, err
+	}
+	for rows.Next() {
+		var s stmtStat
+		if err := rows.Scan(&s.query, &s.calls, &s.mean, &s.total); err != nil {
+			rows.Close()
+			return out, err
+		}
+		out.stmts = append(out.stmts, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, err
+	}
+	rows, err = admin.Query(ctx, `SELECT indexrelname, idx_scan FROM pg_stat_user_indexes
+		 WHERE schemaname = 'switchboard' AND relname = 'todos'`)
+	if err != nil {
+		return out, err
+	}
+	out.idx = map[string]int64{}
+	for rows.Next() {
+		var name string
+		var n int64
+		if err := rows.Scan(&name, &n); err != nil {
+			rows.Close()
+			return out, err
+		}
+		out.idx[name] = n
+	}
+	rows.Close()
+	rows, err = admin.Query(ctx, `SELECT funcname, calls, self_time, total_time FROM pg_stat_user_functions
+		 WHERE schemaname = 'switchboard' AND calls > 0 ORDER BY self_time DESC LIMIT 8`)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var f funcStat
+		if err := rows.Scan(&f.name, &f.calls, &f.self, &f.total); err != nil {
+			return out, err
+		}
+		out.funcs = append(out.funcs, f)
+	}
+	return out, rows.Err()
+}
+
+// stmtMean is the mean execution time of the first statement whose text starts with prefix.
+func (p pathCost) stmtMean(prefix string) float64 {
+	for _, s := range p.stmts {
+		if strings.HasPrefix(s.query, prefix) {
+			return s.mean
+		}
+	}
+	return 0
+}
+
+func (p pathCost) funcTotal(name string) float64 {
+	for _, f := range p.funcs {
+		if f.name == name && f.calls > 0 {
+			return f.total / float64(f.calls)
+		}
+	}
+	return 0
+}
+
+// detailRows are a path's statements and functions, indented under its headline rows.
+func detailRows(sec, label string, p pathCost) []Row {
+	var rows []Row
+	ops := float64(max(p.ops, 1))
+	for _, s := range p.stmts {
+		q := s.query
+		if len(q) > 70 {
+			q = q[:70] + "…"
+		}
+		rows = append(rows, Row{Section: sec, Name: fmt.Sprintf("  %s stmt: %s", label, q), Value: s.mean, Unit: "ms mean",
+			Note: fmt.Sprintf("%.2f calls per op, %.0f%% of the path's statement time", float64(s.calls)/ops, 100*s.total/sumTotal(p.stmts))})
+	}
+	for _, f := range p.funcs {
+		rows = append(rows, Row{Section: sec, Name: fmt.Sprintf("  %s fn %s self", label, f.name),
+			Value: f.self / float64(max(f.calls, 1)), Unit: "ms/call",
+			Note: fmt.Sprintf("%.2f calls per op; total (with what it calls) %.3f ms/call", float64(f.calls)/ops, f.total/float64(max(f.calls, 1)))})
+	}
+	return rows
+}
+
+func sumTotal(ss []stmtStat) float64 {
+	var t float64
+	for _, s := range ss {
+		t += s.total
+	}
+	return max(t, 1e-9)
+}
+
+func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
+	f, err := newIngestFixture(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	defer f.close()
+	admin := f.admin
+	var dbname string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
+		return nil, err
+	}
+	for _, q := range []string{
+		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+		"ALTER DATABASE " + pgx.Identifier{dbname}.Sanitize() + " SET pg_stat_statements.track = 'all'",
+		"ALTER DATABASE " + pgx.Identifier{dbname}.Sanitize() + " SET track_functions = 'pl'",
+		bareDDL,
+		`CREATE TABLE bench_bare_events (LIKE switchboard.webhook_events INCLUDING DEFAULTS INCLUDING IDENTITY)`,
+		`ALTER TABLE bench_bare_events ADD PRIMARY KEY (id)`,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("pgcost setup (pg_stat_statements needs shared_preload_libraries; db/pgcluster.sh sets it): %w", err)
+		}
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		return nil, errors.New("pg_stat_statements is not loaded (shared_preload_libraries)")
+	}
+	var ep pgtype.UUID
+	if err := ep.Scan(f.endpoint); err != nil {
+		return nil, err
+	}
+	prepare := func(table string, need int) error {
+		if table != "" {
+			if err := fillInbox(ctx, admin, table, ep, need); err != nil {
+				return err
+			}
+		}
+		if _, err := admin.Exec(ctx, "VACUUM (ANALYZE) switchboard.todos, switchboard.webhook_events, switchboard.doorbell, bench_bare"); err != nil {
+			return err
+		}
+		_, err := admin.Exec(ctx, "CHECKPOINT")
+		return err
+	}
+	need := max(b.Cfg.Prefill, 40000)
+
+	// --- claim_next + complete -----------------------------------------------------------------
+	fnOp := cycleOp(ep)
+	bareOp := func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
+		var id pgtype.UUID
+		err := c.QueryRow(ctx, handClaim("bench_bare"), ep).Scan(&id)
+		if err == pgx.ErrNoRows {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		_, err = c.Exec(ctx, handDone("bench_bare"), id)
+		return err == nil, err
+	}
+	const claimWorkers = 16
+	claim := map[string]pathCost{}
+	for round := 0; round < b.Cfg.Rounds; round++ {
+		order := []string{"fn", "bare"}
+		if round%2 == 1 {
+			order = []string{"bare", "fn"}
+		}
+		for _, v := range order {
+			table, op := "switchboard.todos", fnOp
+			if v == "bare" {
+				table, op = "bench_bare", bareOp
+			}
+			if err := prepare(table, need); err != nil {
+				return nil, err
+			}
+			p, err := measurePath(ctx, b, admin, f.url, claimWorkers, op)
+			if err != nil {
+				return nil, fmt.Errorf("pgcost claim %s: %w", v, err)
+			}
+			b.Logf("pgcost claim %-4s round %d: %.0f/s, PG CPU %.3f ms/op", v, round, p.res.Rate(), p.perOp(p.cpu))
+			claim[v] = keepRun(claim[v], p)
+		}
+	}
+
+	// --- the peer: Graphile Worker, unbatched, at the same concurrency --------------------------
+	peer, peerNote, err := runPeer(ctx, b, claimWorkers, need)
+	if err != nil {
+		return nil, fmt.Errorf("pgcost peer: %w", err)
+	}
+
+	// --- ingest ---------------------------------------------------------------------------------
+	var trace []byte // no rules: no routing trace
+	ingestOp := func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
+		return true, f.rawIngest(ctx, c, trace)
+	}
+	body, _ := f.delivery()
+	bareInsert := `INSERT INTO bench_bare_events (webhook_id, source, event_type, trust_mode, verified, verify_detail, content_type,
+			payload_size, payload, headers, delivery_key, disposition)
+		VALUES ($1, 'github', 'push', 'signed', true, 'ok', 'application/json', $2, $3, '{}', gen_random_uuid()::text, 'delivered')`
+	bareRow := func(notify bool) Op {
+		q := `WITH e AS (` + bareInsert + ` RETURNING id)
+			INSERT INTO bench_bare (endpoint_id, queue, title, source, kind, payload_size, event_id, max_attempts)
+			SELECT $4, 'inbox', 'push', 'github', 'push', $2, e.id, 5 FROM e`
+		if notify {
+			q = `WITH e AS (` + bareInsert + ` RETURNING id),
+			     t AS (INSERT INTO bench_bare (endpoint_id, queue, title, source, kind, payload_size, event_id, max_attempts)
+			           SELECT $4, 'inbox', 'push', 'github', 'push', $2, e.id, 5 FROM e RETURNING 1)
+			SELECT pg_notify('bench_bare', '*') FROM t`
+		}
+		return func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
+			_, err := c.Exec(ctx, q, f.hookID, len(body), body, ep)
+			return err == nil, err
+		}
+	}
+	var newRing string
+	if err := admin.QueryRow(ctx, "SELECT pg_get_functiondef('switchboard.ring()'::regprocedure)").Scan(&newRing); err != nil {
+		return nil, err
+	}
+	type ingestMode struct {
+		name    string
+		n       int
+		op      Op
+		setup   []string
+		restore []string
+	}
+	modes := []ingestMode{
+		{name: "ingest", n: 32, op: ingestOp},
+		{name: "bare", n: 16, op: bareRow(false)},
+		{name: "bare+notify", n: 16, op: bareRow(true)},
+		{name: "ingest, ring before", n: 32, op: ingestOp, setup: []string{ringBefore27}, restore: []string{newRing}},
+		{name: "ingest, doorbell off", n: 32, op: ingestOp,
+			setup:   []string{"UPDATE switchboard.settings SET value = 0 WHERE key = 'doorbell_enabled'"},
+			restore: []string{"UPDATE switchboard.settings SET value = 1 WHERE key = 'doorbell_enabled'"}},
+	}
+	ingest := map[string]pathCost{}
+	for round := 0; round < b.Cfg.Rounds; round++ {
+		order := append([]ingestMode(nil), modes...)
+		if round%2 == 1 {
+			for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+				order[i], order[j] = order[j], order[i]
+			}
+		}
+		for _, m := range order {
+			if err := prepare("", 0); err != nil {
+				return nil, err
+			}
+			for _, q := range m.setup {
+				if _, err := admin.Exec(ctx, q); err != nil {
+					return nil, err
+				}
+			}
+			p, err := measurePath(ctx, b, admin, f.url, m.n, m.op)
+			for _, q := range m.restore {
+				if _, rerr := admin.Exec(ctx, q); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("pgcost ingest %s: %w", m.name, err)
+			}
+			b.Logf("pgcost %-20s round %d: %.0f/s, PG CPU %.3f ms/op", m.name, round, p.res.Rate(), p.perOp(p.cpu))
+			ingest[m.name] = keepRun(ingest[m.name], p)
+		}
+	}
+
+	// --- rows -----------------------------------------------------------------------------------
+	const sec = "pgcost"
+	fn, bare := claim["fn"], claim["bare"]
+	cpuFn, cpuBare := fn.perOp(fn.cpu), bare.perOp(bare.cpu)
+	claimNext, bareClaim := fn.funcTotal("claim_next"), bare.stmtMean("UPDATE bench_bare SET state = $2, owner")
+	complete, bareDone := fn.funcTotal("complete"), bare.stmtMean("UPDATE bench_bare SET state = $2, completed_at")
+	rows := []Row{
+		{Section: sec, Name: "PostgreSQL CPU per claim_next+complete, 16 workers (pgx)", Value: cpuFn, Unit: "ms",
+			Baseline: cpuBare, Ratio: Ratio(cpuBare, cpuFn), Target: "<= 1.5 x bare", Pass: func() *bool { p := cpuFn <= 1.5*cpuBare; return &p }(),
+			BaseName: "the hand-written SKIP LOCKED claim + complete on bench_bare, same workers"},
+		{Section: sec, Name: "claim_next+complete cycles/s, 16 workers (pgx)", Value: fn.res.Rate(), Unit: "cycles/s",
+			Baseline: bare.res.Rate(), Ratio: Ratio(fn.res.Rate(), bare.res.Rate()), Target: ">= 0.90 x bare",
+			Pass: AtLeast(Ratio(fn.res.Rate(), bare.res.Rate()), 0.9)},
+		{Section: sec, Name: "  Graphile Worker 0.18.0, unbatched, 16 (its own database)", Value: peer, Unit: "jobs/s",
+			Baseline: bare.res.Rate(), Ratio: Ratio(peer, bare.res.Rate()), Note: peerNote},
+		{Section: sec, Name: "claim_next mean exec (track_functions total)", Value: claimNext, Unit: "ms",
+			Baseline: bareClaim, Ratio: Ratio(bareClaim, claimNext), Target: "<= 2 x bare claim UPDATE",
+			Pass: func() *bool { p := claimNext <= 2*bareClaim; return &p }()},
+		{Section: sec, Name: "complete mean exec (track_functions total)", Value: complete, Unit: "ms",
+			Baseline: bareDone, Ratio: Ratio(bareDone, complete)},
+	}
+	rows = append(rows, detailRows(sec, "fn", fn)...)
+	rows = append(rows, detailRows(sec, "bare", bare)...)
+
+	in, bi, bn := ingest["ingest"], ingest["bare"], ingest["bare+notify"]
+	old, off := ingest["ingest, ring before"], ingest["ingest, doorbell off"]
+	cpuIn, cpuBi, cpuBn := in.perOp(in.cpu), bi.perOp(bi.cpu), bn.perOp(bn.cpu)
+	rows = append(rows,
+		Row{Section: sec, Name: "PostgreSQL CPU per 1 KiB one-target delivery (ingest, 32)", Value: cpuIn, Unit: "ms",
+			Baseline: cpuBn, Ratio: Ratio(cpuBn, cpuIn), Target: "<= 2 x bare+notify", Pass: func() *bool { p := cpuIn <= 2*cpuBn; return &p }(),
+			BaseName: "the same event and todo rows INSERTed into bench_bare_events + bench_bare with pg_notify in the transaction, 16 sessions",
+			Note:     fmt.Sprintf("bare INSERTs without pg_notify: %.3f ms (ingest = %.1fx)", cpuBi, Ratio(cpuIn, cpuBi))},
+		Row{Section: sec, Name: "ingest deliveries/s, 32 sessions (SQL)", Value: in.res.Rate(), Unit: "/s",
+			Baseline: bn.res.Rate(), Ratio: Ratio(in.res.Rate(), bn.res.Rate()), Target: ">= 0.80 x bare+notify",
+			Pass: AtLeast(Ratio(in.res.Rate(), bn.res.Rate()), 0.8),
+			Note: fmt.Sprintf("bare INSERTs without pg_notify at 16: %.0f/s", bi.res.Rate())},
+		Row{Section: sec, Name: "  bare insert + pg_notify per tx, 16", Value: bn.res.Rate(), Unit: "/s",
+			Baseline: bi.res.Rate(), Ratio: Ratio(bn.res.Rate(), bi.res.Rate()), BaseName: "the same INSERTs without pg_notify"},
+		Row{Section: sec, Name: "  ingest with the doorbell signal of before (row UPDATE per ring), 32", Value: old.res.Rate(), Unit: "/s",
+			Baseline: in.res.Rate(), Ratio: Ratio(old.res.Rate(), in.res.Rate()),
+			Note: fmt.Sprintf("PostgreSQL CPU per delivery %.3f ms, now %.3f ms; ring() %.3f ms/call total, now %.3f",
+				old.perOp(old.cpu), cpuIn, old.funcTotal("ring"), in.funcTotal("ring"))},
+		Row{Section: sec, Name: "  ingest with the doorbell off, 32", Value: off.res.Rate(), Unit: "/s",
+			Baseline: in.res.Rate(), Ratio: Ratio(off.res.Rate(), in.res.Rate()),
+			Note: fmt.Sprintf("PostgreSQL CPU per delivery %.3f ms", off.perOp(off.cpu))},
+	)
+	rows = append(rows, detailRows(sec, "ingest", in)...)
+	rows = append(rows, detailRows(sec, "bare+notify", bn)...)
+
+	// The index set of todos: what each index was read for here (scans per operation of each
+	// path, the server's doorbell reads included) and its size after both paths.
+	sizes, err := admin.Query(ctx, `SELECT indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes
+		 WHERE schemaname = 'switchboard' AND relname = 'todos' ORDER BY indexrelname`)
+	if err != nil {
+		return rows, err
+	}
+	defer sizes.Close()
+	for sizes.Next() {
+		var name string
+		var size int64
+		if err := sizes.Scan(&name, &size); err != nil {
+			return rows, err
+		}
+		perOp := func(p pathCost) float64 { return float64(p.idx[name]) / float64(max(p.ops, 1)) }
+		rows = append(rows, Row{Section: sec, Name: "  index " + name + ": scans per claim+complete cycle", Value: perOp(fn), Unit: "scans",
+			Note: fmt.Sprintf("%s: %.3f scans per delivery (ingest), %d KiB after both paths", name, perOp(in), size/1024)})
+	}
+	return rows, sizes.Err()
+}
+
+// keepRun sums the rates over rounds and keeps the statistics of the latest round (statements
+// and functions are reset before each run).
+func keepRun(acc, p pathCost) pathCost {
+	p.res = acc.res.Add(p.res)
+	p.cpu += acc.cpu
+	return p
+}
+
+// fillInbox is topUp for the ingest fixture's endpoint, whose one granted queue is inbox.
+func fillInbox(ctx context.Context, c *pgx.Conn, table string, ep pgtype.UUID, need int) error {
+	var have int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE endpoint_id = $1 AND state = 'pending'", ep).Scan(&have); err != nil {
+		return err
+	}
+	if have >= need {
+		return nil
+	}
+	_, err := c.Exec(ctx, `INSERT INTO `+table+` (endpoint_id, queue, title, payload, payload_size, max_attempts, created_at, ready_at)
+		SELECT $1, 'inbox', 'bench todo', `+benchPayload+`, 23, 5, clock_timestamp() + g * interval '1 microsecond', now()
+		  FROM generate_series(1, $2::int) g`, ep, need-have)
+	return err
+}
+
+// peerDir holds the peer's package (package.json, lockfile, drain.mjs); make bench installs it
+// with npm ci, the Node 22 it needs included.
+const peerDir = "tests/bench/peer"
+
+// runPeer drains no-op Graphile Worker jobs at n workers in a database of its own (b.NewDB: the
+// worker installs its schema there), one measured window per round, and returns jobs/s. Without
+// the installed package it returns 0 and says so.
+func runPeer(ctx context.Context, b *Bench, n, prefill int) (float64, string, error) {
+	node := peerDir + "/node_modules/.bin/node"
+	if _, err := os.Stat(node); err != nil {
+		return 0, "not installed: npm ci --prefix " + peerDir + " (make bench does it)", nil
+	}
+	var jobs, secs float64
+	for round := 0; round < b.Cfg.Rounds; round++ {
+		url, err := b.NewDB(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		cmd := exec.CommandContext(ctx, node, peerDir+"/drain.mjs", url, strconv.Itoa(prefill), strconv.Itoa(n),
+			strconv.FormatInt(b.Cfg.Warmup.Milliseconds(), 10), strconv.FormatInt(b.Cfg.Duration.Milliseconds(), 10))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return 0, "", fmt.Errorf("drain.mjs: %w", err)
+		}
+		var r struct {
+			Jobs    float64 `json:"jobs"`
+			Seconds float64 `json:"seconds"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			return 0, "", fmt.Errorf("drain.mjs answered %q: %w", out, err)
+		}
+		b.Logf("pgcost peer round %d: %.0f jobs/s", round, r.Jobs/r.Seconds)
+		jobs += r.Jobs
+		secs += r.Seconds
+	}
+	return Ratio(jobs, secs), fmt.Sprintf("%s (node drain.mjs): concurrency %d, its defaults otherwise (no local queue, no batched completion), %d jobs queued first", peerDir, n, prefill), nil
+}
