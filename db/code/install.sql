@@ -57,6 +57,7 @@ $drop$;
 {{ template "doorbell.sql" . }}
 {{ template "identity.sql" . }}
 {{ template "queue.sql" . }}
+{{ template "resources.sql" . }}
 {{ template "leases.sql" . }}
 {{ template "retention.sql" . }}
 {{ template "webhooks.sql" . }}

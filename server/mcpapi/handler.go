@@ -83,6 +83,10 @@ type Handler struct {
 	callSeq atomic.Uint64
 	calls   sync.Map // call id → *requestLog (see tool handler)
 
+	stateless      *mcp.StreamableHTTPHandler // 2026-07-28 requests (modern.go)
+	channelListens sync.Map                   // *mcp.ServerSession of a claude/channel listen stream → true
+	updates        *updates                   // resources/updated, coalesced (resources.go)
+
 	startOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}
@@ -123,6 +127,12 @@ func New(o Options) *Handler {
 	if u, err := url.Parse(o.BaseURL); err == nil {
 		h.baseHost = strings.ToLower(u.Hostname())
 	}
+	h.stateless = h.newStateless()
+	h.updates = &updates{h: h, pending: map[updateKey]bool{}}
+	if o.Bell != nil {
+		h.updates.window = o.Bell.Window
+		o.Bell.OnReady(h.updates.ready)
+	}
 	return h
 }
 
@@ -135,6 +145,7 @@ func (h *Handler) Start() {
 // runs handlers on contexts of its own) and the fields of the request's one log line.
 type requestLog struct {
 	ctx      context.Context
+	entry    *endpointEntry // the request's endpoint, once authenticated
 	mu       sync.Mutex
 	endpoint string
 	verb     string
@@ -212,7 +223,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.release(e)
+	rec.entry = e
 
+	if modern(r) {
+		h.serveModern(w, r, e, rec) // MCP 2026-07-28: no session (modern.go)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.servePOST(w, r, e, rec, v)
