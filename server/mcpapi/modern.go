@@ -29,10 +29,10 @@ import (
 )
 
 const (
-	listenMethod  = "subscriptions/listen"
-	channelCap    = "claude/channel"                           // the experimental capability of the doorbell
-	ackMethod     = "notifications/subscriptions/acknowledged" // first message on a listen stream
-	toolsTTLMs    = 3_600_000                                  // an endpoint's allowlist never changes
+	listenMethod = "subscriptions/listen"
+	channelCap   = "claude/channel"                           // the experimental capability of the doorbell
+	ackMethod    = "notifications/subscriptions/acknowledged" // first message on a listen stream
+	toolsTTLMs   = 3_600_000                                  // an endpoint's allowlist never changes
 )
 
 type entryKey struct{}
