@@ -170,6 +170,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if rec.endpoint != "" {
 			attrs = append(attrs, "endpoint_id", rec.endpoint)
 		}
+		// Which protocol a client speaks, and on 2026-07-28 what it asked (Mcp-Method).
+		if v := r.Header.Get(versionHeader); v != "" {
+			attrs = append(attrs, "protocol_version", printable(v))
+		}
+		if m := r.Header.Get("Mcp-Method"); m != "" {
+			attrs = append(attrs, "mcp_method", printable(m))
+		}
 		if rec.verb != "" {
 			attrs = append(attrs, "verb", rec.verb, "code", rec.code)
 		}

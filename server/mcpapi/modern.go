@@ -78,6 +78,10 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, e *endpoin
 			h.serveListen(w, r, e, l)
 			return
 		}
+		if legacyChannelClient(body) {
+			refuseNewProtocol(w, r, r.Header.Get(versionHeader))
+			return
+		}
 	}
 	h.stateless.ServeHTTP(w, r)
 }
@@ -201,4 +205,31 @@ func cacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 	if _, ok := req.(*mcp.ListToolsRequest); ok {
 		c.TTLMs = toolsTTLMs
 	}
+}
+
+// channelOn2025 names the clients that take notifications/claude/channel on a 2025 session's
+// GET stream but drop it on 2026-07-28: Claude Code 2.1.328 opens a listen stream there (for
+// tools/list_changed only) and skips channels on "a modern protocol revision with no
+// unsolicited notification path". Such a client's server/discover is answered as before this
+// server spoke 2026-07-28 (-32022, legacy versions only), so it falls back to initialize on
+// 2025-11-25 and keeps its doorbell. It is told apart by the clientInfo name in the request's
+// _meta: it declares no capability of its own for the channel on either protocol.
+var channelOn2025 = map[string]bool{"claude-code": true}
+
+// legacyChannelClient reports whether a body is the server/discover of such a client.
+func legacyChannelClient(body []byte) bool {
+	if !bytes.Contains(body, []byte("server/discover")) {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta struct {
+				Client struct {
+					Name string `json:"name"`
+				} `json:"io.modelcontextprotocol/clientInfo"`
+			} `json:"_meta"`
+		} `json:"params"`
+	}
+	return json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" && channelOn2025[msg.Params.Meta.Client.Name]
 }
