@@ -84,6 +84,7 @@ type Handler struct {
 	calls   sync.Map // call id → *requestLog (see tool handler)
 
 	stateless      *mcp.StreamableHTTPHandler // 2026-07-28 requests (modern.go)
+	creds          map[string]trustedCred     // credential hash → what the database confirmed (modern.go); guarded by mu
 	channelListens sync.Map                   // *mcp.ServerSession of a claude/channel listen stream → true
 	updates        *updates                   // resources/updated, coalesced (resources.go)
 
@@ -121,7 +122,7 @@ func New(o Options) *Handler {
 	h := &Handler{
 		o: o, log: o.Log, m: o.Metrics,
 		entries: map[string]*endpointEntry{}, servers: map[string]*mcp.Server{}, sessions: map[string]*session{},
-		revoked: map[string]time.Time{},
+		revoked: map[string]time.Time{}, creds: map[string]trustedCred{},
 		stop:    make(chan struct{}), done: make(chan struct{}),
 	}
 	if u, err := url.Parse(o.BaseURL); err == nil {
@@ -206,6 +207,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	v := &verified{hash: hash, epoch: h.epoch()}
 	via := "session"
 	ep, trusted := h.trustedSession(r, hash)
+	if !trusted && modern(r) {
+		ep, trusted = h.trustedCredential(r, hash) // modern.go
+		via = "credential"
+	}
 	if trusted {
 		v = nil // nothing new learnt
 	} else {
@@ -213,6 +218,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		via = "database"
+		if modern(r) {
+			h.vouchCredential(hash, ep, v.epoch)
+		}
 	}
 	h.m.Authentications.WithLabelValues(via).Inc()
 	rec.endpoint = ep.ID
@@ -391,6 +399,7 @@ func (h *Handler) Close() {
 func (h *Handler) Revoke(endpointID string) {
 	h.mu.Lock()
 	h.revoked[endpointID] = time.Now()
+	h.forgetCredentialsLocked(endpointID)
 	e := h.entries[endpointID]
 	var all []*session
 	if e != nil {
@@ -423,6 +432,7 @@ func (h *Handler) Revoke(endpointID string) {
 // sessions on the current credential go on, and new ones open as usual.
 func (h *Handler) Rotated(ctx context.Context, endpointID string) {
 	h.mu.Lock()
+	h.forgetCredentialsLocked(endpointID) // checked again on their next request
 	e := h.entries[endpointID]
 	byCred := map[string][]*session{}
 	if e != nil {

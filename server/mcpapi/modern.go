@@ -233,3 +233,59 @@ func legacyChannelClient(body []byte) bool {
 	}
 	return json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" && channelOn2025[msg.Params.Meta.Client.Name]
 }
+
+// maxTrusted bounds the credentials remembered (one per client, a few dozen bytes each).
+const maxTrusted = 10_000
+
+// trustedCred is a credential the database confirmed for an endpoint, in an epoch of the
+// revocation feed.
+type trustedCred struct {
+	ep    store.Endpoint
+	epoch uint64
+}
+
+// trustedCredential authenticates a 2026-07-28 request without the database, by the rule of
+// trustedSession: its credential (the same hash, on the same path) was confirmed during the
+// current epoch of the revocation feed. A revocation forgets it as soon as its notification
+// arrives (Revoke), a rotation too (Rotated); a feed that was down trusts nothing.
+func (h *Handler) trustedCredential(r *http.Request, hash []byte) (store.Endpoint, bool) {
+	epoch := h.epoch()
+	if epoch == 0 {
+		return store.Endpoint{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.creds[string(hash)]
+	if !ok || c.epoch != epoch || c.ep.Slug != r.PathValue("slug") {
+		return store.Endpoint{}, false
+	}
+	if _, gone := h.revoked[c.ep.ID]; gone {
+		return store.Endpoint{}, false
+	}
+	return c.ep, true
+}
+
+// vouchCredential remembers a database confirmation of a credential.
+func (h *Handler) vouchCredential(hash []byte, ep store.Endpoint, epoch uint64) {
+	if epoch == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, gone := h.revoked[ep.ID]; gone {
+		return // the lookup raced the revocation
+	}
+	if len(h.creds) >= maxTrusted {
+		clear(h.creds) // rare: they are confirmed again one request each
+	}
+	h.creds[string(hash)] = trustedCred{ep: ep, epoch: epoch}
+}
+
+// forgetCredentialsLocked drops the remembered credentials of an endpoint. h.mu must be held.
+func (h *Handler) forgetCredentialsLocked(endpointID string) {
+	for k, c := range h.creds {
+		if c.ep.ID == endpointID {
+			delete(h.creds, k)
+		}
+	}
+}
