@@ -69,7 +69,10 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, e *endpoin
 	h.calls.Store(callID, rec)
 	defer h.calls.Delete(callID)
 	r = r.WithContext(context.WithValue(r.Context(), entryKey{}, e))
-	if r.Method == http.MethodPost && r.Body != nil {
+	// Mcp-Method is required on 2026-07-28 and the SDK refuses one that does not match the
+	// body, so it is enough to pick the two requests served here; no other body is read twice.
+	if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Body != nil &&
+		(m == listenMethod || m == "server/discover") {
 		body, err := readBody(w, r)
 		if err != nil {
 			return
