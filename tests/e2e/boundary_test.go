@@ -123,22 +123,19 @@ func TestUnsupportedProtocolVersionNamed(t *testing.T) {
 	}
 }
 
-// Methods of capabilities the server does not declare answer -32601, as initialize implies.
+// Methods of capabilities the server does not declare answer -32601, as initialize implies;
+// resources are declared (the granted queues), and a URI that is not one is not found.
 func TestUndeclaredCapabilitiesMethodNotFound(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("ann", []string{"inbox"}, nil)
 	c := e.connect(t, ep, &agentclientOptionsNoStream)
 	caps := c.Session.InitializeResult().Capabilities
-	if caps.Resources != nil || caps.Prompts != nil || caps.Logging != nil || caps.Completions != nil || caps.Tools == nil {
+	if caps.Resources == nil || !caps.Resources.Subscribe || caps.Prompts != nil || caps.Logging != nil ||
+		caps.Completions != nil || caps.Tools == nil {
 		t.Fatalf("capabilities %+v", caps)
 	}
 	ctx := ctxT(t)
-	calls := map[string]func() error{
-		"resources/list": func() error { _, err := c.Session.ListResources(ctx, nil); return err },
-		"resources/templates/list": func() error {
-			_, err := c.Session.ListResourceTemplates(ctx, nil)
-			return err
-		},
+	for method, call := range map[string]func() error{
 		"resources/read": func() error {
 			_, err := c.Session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///x"})
 			return err
@@ -146,6 +143,13 @@ func TestUndeclaredCapabilitiesMethodNotFound(t *testing.T) {
 		"resources/subscribe": func() error {
 			return c.Session.Subscribe(ctx, &mcp.SubscribeParams{URI: "file:///x"})
 		},
+	} {
+		var werr *jsonrpc.Error
+		if err := call(); !errors.As(err, &werr) || werr.Code != mcp.CodeResourceNotFound {
+			t.Errorf("%s of another URI: %v, want %d", method, err, mcp.CodeResourceNotFound)
+		}
+	}
+	calls := map[string]func() error{
 		"prompts/list": func() error { _, err := c.Session.ListPrompts(ctx, nil); return err },
 		"prompts/get": func() error {
 			_, err := c.Session.GetPrompt(ctx, &mcp.GetPromptParams{Name: "x"})
