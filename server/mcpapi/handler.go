@@ -123,7 +123,7 @@ func New(o Options) *Handler {
 		o: o, log: o.Log, m: o.Metrics,
 		entries: map[string]*endpointEntry{}, servers: map[string]*mcp.Server{}, sessions: map[string]*session{},
 		revoked: map[string]time.Time{}, creds: map[string]trustedCred{},
-		stop:    make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if u, err := url.Parse(o.BaseURL); err == nil {
 		h.baseHost = strings.ToLower(u.Hostname())
