@@ -47,7 +47,7 @@ type Server struct {
 	handler http.Handler
 
 	serveOnce sync.Once
-	inflight  atomic.Int64 // requests being served, MCP GET streams excepted
+	inflight  atomic.Int64 // requests being served, MCP GET and listen streams excepted
 }
 
 // New builds a server over an open pool. Nothing runs until Serve or ListenAndServe.

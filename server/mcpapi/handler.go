@@ -87,6 +87,8 @@ type Handler struct {
 	creds          map[string]trustedCred     // credential hash → what the database confirmed (modern.go); guarded by mu
 	channelListens sync.Map                   // *mcp.ServerSession of a claude/channel listen stream → true
 	updates        *updates                   // resources/updated, coalesced (resources.go)
+	closed         context.Context            // done once Close began: listen streams end (modern.go)
+	closeListens   context.CancelFunc
 
 	startOnce sync.Once
 	stop      chan struct{}
@@ -129,6 +131,7 @@ func New(o Options) *Handler {
 		h.baseHost = strings.ToLower(u.Hostname())
 	}
 	h.stateless = h.newStateless()
+	h.closed, h.closeListens = context.WithCancel(context.Background())
 	h.updates = &updates{h: h, pending: map[updateKey]bool{}}
 	if o.Bell != nil {
 		h.updates.window = o.Bell.Window
@@ -378,6 +381,7 @@ func (h *Handler) Close() {
 		return
 	}
 	h.closing = true
+	h.closeListens()
 	var all []*session
 	for _, e := range h.entries {
 		for _, s := range e.sessions {

@@ -180,7 +180,8 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 		h.channelListens.Store(ss, true)
 		defer h.channelListens.Delete(ss)
 	}
-	defer ss.Close() // ends the SDK's listen handler, which parks until then
+	defer ss.Close()                                               // ends the SDK's listen handler, which parks until then
+	defer context.AfterFunc(h.closed, func() { _ = ss.Close() })() // and so does shutting down
 	// As StreamableHTTPHandler does (modern() checked the version), so the transport serves
 	// the request on 2026-07-28 (server/third_party/go-sdk/SWITCHBOARD.md, patch 4).
 	t.ServeHTTP(w, r.WithContext(mcp.WithProtocolVersion(r.Context(), r.Header.Get(versionHeader))))

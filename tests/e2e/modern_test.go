@@ -287,3 +287,18 @@ func TestModernListenRings(t *testing.T) {
 		t.Fatalf("read of another endpoint's queue: %v", out)
 	}
 }
+
+// Shutting down ends the open listen streams: a listener does not hold the server up.
+func TestModernListenShutdown(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("shutdown", []string{"inbox"}, nil)
+	_, rd := openListen(t, e.url(ep), ep.Cred, map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}},
+		map[string]any{})
+	start := time.Now()
+	e.stop() // fails the test when it takes more than 3 s
+	_, _ = io.ReadAll(rd) // ends with the stream
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("shutdown with a listen stream open took %v", d)
+	}
+	t.Logf("shutdown with a listen stream open took %v", time.Since(start))
+}
