@@ -83,7 +83,8 @@ func TestSessionlessRequestIs400(t *testing.T) {
 }
 
 // Claude Code first probes with the sessionless protocol's server/discover; it gets the
-// unsupported-version error with the versions to fall back to (not -32600), and no session.
+// unsupported-version error with the versions to fall back to (it would drop the doorbell on
+// 2026-07-28, docs/clients.md), and no session. Another client's probe is answered.
 func TestServerDiscoverProbeFallsBack(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("ann", []string{"inbox"}, nil)
@@ -91,8 +92,13 @@ func TestServerDiscoverProbeFallsBack(t *testing.T) {
 	for k, v := range mcpHeaders {
 		hdr[k] = v
 	}
-	resp := rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(
-		`{"jsonrpc":"2.0","id":"probe-1","method":"server/discover","params":{}}`), hdr)
+	probe := func(client string) *http.Response {
+		return rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(`{"jsonrpc":"2.0","id":"probe-1","method":"server/discover",`+
+			`"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
+			`"io.modelcontextprotocol/clientInfo":{"name":"`+client+`","version":"2.1.328"},`+
+			`"io.modelcontextprotocol/clientCapabilities":{}}}}`), hdr)
+	}
+	resp := probe("claude-code")
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -101,6 +107,9 @@ func TestServerDiscoverProbeFallsBack(t *testing.T) {
 	}
 	if n := e.srv.MCP().SessionCount(ep.ID); n != 0 {
 		t.Fatalf("%d sessions after the probe", n)
+	}
+	if resp := probe("another-client"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another client's server/discover: %d", resp.StatusCode)
 	}
 }
 
