@@ -295,7 +295,7 @@ func TestModernListenShutdown(t *testing.T) {
 	_, rd := openListen(t, e.url(ep), ep.Cred, map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}},
 		map[string]any{})
 	start := time.Now()
-	e.stop() // fails the test when it takes more than 3 s
+	e.stop()              // fails the test when it takes more than 3 s
 	_, _ = io.ReadAll(rd) // ends with the stream
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("shutdown with a listen stream open took %v", d)
