@@ -163,11 +163,12 @@ func (u *updates) ready(endpointID, queue string) {
 }
 
 func (u *updates) windowEnd(k updateKey) {
+	d := u.window() // before u.mu: the bell calls ready with its lock held, so never the reverse
 	u.mu.Lock()
 	again := u.pending[k]
 	if again {
 		u.pending[k] = false
-		time.AfterFunc(u.window(), func() { u.windowEnd(k) })
+		time.AfterFunc(d, func() { u.windowEnd(k) })
 	} else {
 		delete(u.pending, k)
 	}

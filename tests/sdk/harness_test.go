@@ -107,7 +107,9 @@ func (e *env) serve() *replica {
 	addr := freeAddr(t)
 	cmd := exec.Command(binary, "serve")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.dsn, "SWITCHBOARD_ADDR="+addr, "SWITCHBOARD_REAPER_INTERVAL=1s")
+	// The drains call faster than the default per-endpoint tool rate allows.
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.dsn, "SWITCHBOARD_ADDR="+addr, "SWITCHBOARD_REAPER_INTERVAL=1s",
+		"SWITCHBOARD_TOOL_RATE=1000000/s", "SWITCHBOARD_TOOL_BURST=1000000")
 	out := &logBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
