@@ -31,19 +31,22 @@ run: build
 	@$(with_db); export DATABASE_URL=$$app; \
 	$(BIN) migrate && $(BIN) demo --check-addr && exec $(BIN) serve
 
-# The load-balancer test (tests/e2e) needs HAProxy and the OAuth browser test Chromium: both
-# installed from Debian when missing. The test template and per-test databases are dropped
-# afterwards, pass or fail.
+# tests/sdk is its own module (go-sdk v1.8.0 as released, the reference client), so ./... does
+# not reach it: it runs after the rest. The load-balancer tests (tests/e2e, tests/sdk) need
+# HAProxy and the OAuth browser test Chromium: both installed from Debian when missing. The test
+# template and per-test databases are dropped afterwards, pass or fail.
 test: build $(TS)/node_modules/.package-lock.json
 	@$(with_db); export SWITCHBOARD_TEST_DATABASE_URL=$$admin; unset DATABASE_URL; \
 	hap=$$(tests/lb/ensure-haproxy.sh) || exit 1; export SWITCHBOARD_HAPROXY=$$hap; \
 	chr=$$(tests/ts/ensure-chromium.sh) || exit 1; export SWITCHBOARD_CHROMIUM=$$chr; \
 	status=0; $(GO) test -count=1 -timeout 20m ./... || status=$$?; \
+	(cd tests/sdk && $(GO) test -count=1 -timeout 5m ./...) || status=$$?; \
 	db/dropscratch.sh "$$admin"; \
 	[ $$status = 0 ] && $(MAKE) --no-print-directory lint
 
 lint: build
 	$(GO) vet ./...
+	cd tests/sdk && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	@$(with_db); SWITCHBOARD_TEST_DATABASE_URL=$$admin db/lint.sh
 

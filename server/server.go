@@ -49,7 +49,7 @@ type Server struct {
 	handler http.Handler
 
 	serveOnce sync.Once
-	inflight  atomic.Int64 // requests being served, MCP GET streams excepted
+	inflight  atomic.Int64 // requests being served, MCP GET and listen streams excepted
 	draining  atomic.Bool  // shutting down: not ready
 }
 

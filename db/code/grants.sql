@@ -74,6 +74,9 @@ BEGIN
         'switchboard.fail(uuid, uuid, jsonb, text)',
         'switchboard.release(uuid, uuid, text)',
         'switchboard.finish_and_claim_next(uuid, uuid, text, jsonb, text, text, int, boolean)',
+        -- queues as MCP resources
+        'switchboard.queue_resources(uuid)',
+        'switchboard.queue_resource(uuid, text, int)',
         -- webhook, route, rule and event verbs
         'switchboard.webhook_create(uuid, text, text, text, text)',
         'switchboard.webhook_rotate(uuid, text, text, text)',

@@ -30,6 +30,7 @@ SET LOCAL check_function_bodies = on;
 {{ template "identity.sql" . }}
 {{ template "oauth.sql" . }}
 {{ template "queue.sql" . }}
+{{ template "resources.sql" . }}
 {{ template "leases.sql" . }}
 {{ template "retention.sql" . }}
 {{ template "webhooks.sql" . }}

@@ -157,11 +157,21 @@ COMMENT ON FUNCTION switchboard.oauth_token_delete(text, bytea) IS 'Forget one c
 CREATE OR REPLACE FUNCTION switchboard.oauth_token_revoke_family(p_kind text, p_request_id text) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_count int;
+    v_count    int := 0;
+    v_endpoint uuid;
 BEGIN
-    UPDATE switchboard.oauth_tokens SET active = false, expires_at = least(expires_at, now())
-     WHERE request_id = p_request_id AND kind = p_kind AND active;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    FOR v_endpoint IN
+        UPDATE switchboard.oauth_tokens SET active = false, expires_at = least(expires_at, now())
+         WHERE request_id = p_request_id AND kind = p_kind AND active
+        RETURNING endpoint_id
+    LOOP
+        v_count := v_count + 1;
+    END LOOP;
+    -- A server trusts a live session's or a sessionless request's access token until it
+    -- expires; this makes every server check its endpoint's credentials again at once.
+    IF p_kind = 'access' AND v_count > 0 THEN
+        PERFORM pg_notify('switchboard_revoked', 'rotated:' || v_endpoint);
+    END IF;
     RETURN v_count;
 END
 $$;

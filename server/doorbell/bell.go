@@ -85,6 +85,8 @@ type Bell struct {
 	reading   bool                 // a reader goroutine is active
 	readAgain bool                 // a signal arrived while reading: read again
 
+	onReady func(endpointID, queue string) // see OnReady; set before Start
+
 	waits waitState // claim_next calls that wait (wait.go)
 	again againState
 	due   dueState // time-based rings (due.go)
@@ -174,6 +176,18 @@ func (b *Bell) goTracked(f func()) bool {
 		f()
 	}()
 	return true
+}
+
+// OnReady sets a function told, under the bell's lock (so it must not block or call the bell),
+// of each todo that the bell announces: a new ready todo, a retry that came due, an expired
+// lease, in a queue of an endpoint with a session here. Call it before Start.
+func (b *Bell) OnReady(f func(endpointID, queue string)) { b.onReady = f }
+
+// Window is the doorbell's coalescing window (doorbell_window_ms).
+func (b *Bell) Window() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.window
 }
 
 // Attach registers a session of an endpoint. send writes to its client.

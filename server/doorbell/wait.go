@@ -217,6 +217,9 @@ func (b *Bell) wakeLocked(ep *endpoint, r store.Ready) bool {
 // passLocked announces a ready todo: to a waiting call, else by ringing a session. It reports
 // whether someone was told (see offerLocked). b.mu must be held.
 func (b *Bell) passLocked(ep *endpoint, r store.Ready) bool {
+	if b.onReady != nil {
+		b.onReady(ep.id, r.Queue) // resource subscribers hear of every one (coalesced there)
+	}
 	if b.wakeLocked(ep, r) {
 		return true
 	}

@@ -104,14 +104,14 @@ func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64,
 }
 
 // undeclared answers -32601 for the methods of capabilities the server does not declare in
-// initialize (resources, prompts, logging, completions), which the SDK would otherwise answer
-// with empty lists or success.
+// initialize (prompts, logging, completions), which the SDK would otherwise answer with empty
+// lists or success. Resources are declared: the granted queues (resources.go).
 func undeclared(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if strings.HasPrefix(method, "resources/") || strings.HasPrefix(method, "prompts/") ||
+		if strings.HasPrefix(method, "prompts/") ||
 			method == "logging/setLevel" || method == "completion/complete" {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
-				Message: fmt.Sprintf("method not found: %s (this server declares only the tools capability)", method)}
+				Message: fmt.Sprintf("method not found: %s (this server declares only the tools and resources capabilities)", method)}
 		}
 		return next(ctx, method, req)
 	}

@@ -26,6 +26,7 @@ type channelTransport struct {
 	inner   mcp.Transport
 	onClose func()                       // called once, when the connection closes
 	stream  *atomic.Pointer[eventStream] // the session's hijacked GET stream, if any (stream.go)
+	onAck   func()                       // a listen stream's: called after its ack is written (modern.go)
 
 	mu   sync.Mutex
 	conn mcp.Connection
@@ -36,7 +37,7 @@ func (t *channelTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	cc := &closeHook{Connection: &streamConn{Connection: c, stream: t.stream}, onClose: t.onClose}
+	cc := &closeHook{Connection: &streamConn{Connection: c, stream: t.stream, onAck: t.onAck}, onClose: t.onClose}
 	t.mu.Lock()
 	t.conn = cc
 	t.mu.Unlock()

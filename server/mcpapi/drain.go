@@ -7,8 +7,8 @@ package mcpapi
 // are served to the end. Waiting claim_next calls are answered by the doorbell (Bell.EndWaits).
 // This is the one hook on the request path (ServeHTTP, before authentication). A request of the
 // sessionless protocol (Mcp-Protocol-Version 2026-07-28 and later) carries no session id on any
-// request, so it is let through here: its own path must refuse a new listen stream
-// (subscriptions/listen) with refuseWhileDraining's answer and serve its plain calls.
+// request, so it is let through here: serveListen (modern.go) refuses a new listen stream
+// (subscriptions/listen) with the same answer, and its plain calls are served.
 
 import "net/http"
 
@@ -29,10 +29,15 @@ func (h *Handler) refuseWhileDraining(w http.ResponseWriter, r *http.Request) bo
 		return false
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodPost && r.Header.Get(sessionHeader) == "" {
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "server is shutting down: connect again")
+		refuseDraining(w)
 		return true
 	}
 	return false
+}
+
+// refuseDraining is the 503 of a draining replica: the client connects again, to another one.
+func refuseDraining(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "server is shutting down: connect again")
 }

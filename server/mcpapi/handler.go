@@ -84,6 +84,13 @@ type Handler struct {
 	callSeq atomic.Uint64
 	calls   sync.Map // call id → *requestLog (see tool handler)
 
+	stateless      *mcp.StreamableHTTPHandler // 2026-07-28 requests (modern.go)
+	creds          map[string]trustedCred     // credential hash → what the database confirmed (modern.go); guarded by mu
+	channelListens sync.Map                   // *mcp.ServerSession of a claude/channel listen stream → true
+	updates        *updates                   // resources/updated, coalesced (resources.go)
+	closed         context.Context            // done once Close began: listen streams end (modern.go)
+	closeListens   context.CancelFunc
+
 	startOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}
@@ -118,11 +125,18 @@ func New(o Options) *Handler {
 	h := &Handler{
 		o: o, log: o.Log, m: o.Metrics,
 		entries: map[string]*endpointEntry{}, servers: map[string]*mcp.Server{}, sessions: map[string]*session{},
-		revoked: map[string]time.Time{},
-		stop:    make(chan struct{}), done: make(chan struct{}),
+		revoked: map[string]time.Time{}, creds: map[string]trustedCred{},
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if u, err := url.Parse(o.BaseURL); err == nil {
 		h.baseHost = strings.ToLower(u.Hostname())
+	}
+	h.stateless = h.newStateless()
+	h.closed, h.closeListens = context.WithCancel(context.Background())
+	h.updates = &updates{h: h, pending: map[updateKey]bool{}}
+	if o.Bell != nil {
+		h.updates.window = o.Bell.Window
+		o.Bell.OnReady(h.updates.ready)
 	}
 	return h
 }
@@ -136,6 +150,7 @@ func (h *Handler) Start() {
 // runs handlers on contexts of its own) and the fields of the request's one log line.
 type requestLog struct {
 	ctx      context.Context
+	entry    *endpointEntry // the request's endpoint, once authenticated
 	mu       sync.Mutex
 	endpoint string
 	verb     string
@@ -159,6 +174,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000}
 		if rec.endpoint != "" {
 			attrs = append(attrs, "endpoint_id", rec.endpoint)
+		}
+		// Which protocol a client speaks, and on 2026-07-28 what it asked (Mcp-Method).
+		if v := r.Header.Get(versionHeader); v != "" {
+			attrs = append(attrs, "protocol_version", printable(v))
+		}
+		if m := r.Header.Get("Mcp-Method"); m != "" {
+			attrs = append(attrs, "mcp_method", printable(m))
 		}
 		if rec.verb != "" {
 			attrs = append(attrs, "verb", rec.verb, "code", rec.code)
@@ -192,6 +214,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	v := &verified{hash: hash, epoch: h.epoch()}
 	via := "session"
 	ep, trusted := h.trustedSession(r, hash)
+	if !trusted && modern(r) {
+		ep, trusted = h.trustedCredential(r, hash) // modern.go
+		via = "credential"
+	}
 	if trusted {
 		v = nil // nothing new learnt
 	} else {
@@ -200,6 +226,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		v.until = ep.Expires
 		via = "database"
+		if modern(r) {
+			h.vouchCredential(hash, ep, v.epoch)
+		}
 	}
 	h.m.Authentications.WithLabelValues(via).Inc()
 	rec.endpoint = ep.ID
@@ -217,7 +246,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.release(e)
+	rec.entry = e
 
+	if modern(r) {
+		h.serveModern(w, r, e, rec) // MCP 2026-07-28: no session (modern.go)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.servePOST(w, r, e, rec, v)
@@ -358,6 +392,7 @@ func (h *Handler) Close() {
 		return
 	}
 	h.closing = true
+	h.closeListens()
 	var all []*session
 	for _, e := range h.entries {
 		for _, s := range e.sessions {
@@ -379,6 +414,7 @@ func (h *Handler) Close() {
 func (h *Handler) Revoke(endpointID string) {
 	h.mu.Lock()
 	h.revoked[endpointID] = time.Now()
+	h.forgetCredentialsLocked(endpointID)
 	e := h.entries[endpointID]
 	var all []*session
 	if e != nil {
@@ -411,6 +447,7 @@ func (h *Handler) Revoke(endpointID string) {
 // sessions on the current credential go on, and new ones open as usual.
 func (h *Handler) Rotated(ctx context.Context, endpointID string) {
 	h.mu.Lock()
+	h.forgetCredentialsLocked(endpointID) // checked again on their next request
 	e := h.entries[endpointID]
 	byCred := map[string][]*session{}
 	if e != nil {

@@ -35,6 +35,7 @@ type endpointEntry struct {
 	srv      *mcp.Server
 	buckets  *buckets
 	sessions map[string]*session
+	listens  int // open 2026-07-28 listen streams, capped with the sessions (modern.go)
 	refs     int
 	lastUsed time.Time
 	revoked  bool
@@ -115,16 +116,20 @@ func (h *Handler) serverFor(verbs []string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "switchboard", Version: h.o.Version}, &mcp.ServerOptions{
 		Instructions: Instructions,
 		Capabilities: &mcp.ServerCapabilities{
-			Experimental: map[string]any{"claude/channel": map[string]any{}},
+			Experimental: map[string]any{channelCap: map[string]any{}},
 			Tools:        &mcp.ToolCapabilities{ListChanged: true},
+			Resources:    &mcp.ResourceCapabilities{Subscribe: true},
 		},
+		SubscribeHandler:   subscribed,
+		UnsubscribeHandler: unsubscribed,
+		SetCacheable:       cacheable,
 	})
 	allowed := map[string]bool{}
 	for _, t := range tools {
 		allowed[t.Name] = true
 		srv.AddTool(t.mcpTool, h.toolHandler(t))
 	}
-	srv.AddReceivingMiddleware(h.forbidOutsideAllowlist(allowed), undeclared)
+	srv.AddReceivingMiddleware(h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.holdChannelListen)
 	h.servers[key.String()] = srv
 	return srv
 }
@@ -157,7 +162,7 @@ func (h *Handler) forbidOutsideAllowlist(allowed map[string]bool) mcp.Middleware
 			if !ok || allowed[call.Params.Name] || !slices.Contains(Vocabulary, call.Params.Name) {
 				return next(ctx, method, req)
 			}
-			e := h.entryOf(call.Session)
+			e := h.entryFor(call.Session, call.Extra)
 			if e == nil {
 				return errorResult(errGone), nil
 			}
@@ -172,7 +177,7 @@ func (h *Handler) forbidOutsideAllowlist(allowed map[string]bool) mcp.Middleware
 func (h *Handler) toolHandler(t *compiledTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
-		e := h.entryOf(req.Session)
+		e := h.entryFor(req.Session, req.Extra)
 		if e == nil {
 			return errorResult(errGone), nil
 		}
@@ -225,11 +230,14 @@ func (h *Handler) toolHandler(t *compiledTool) mcp.ToolHandler {
 }
 
 // requestOf finds the HTTP request of a tool call (nil if unknown).
-func (h *Handler) requestOf(req *mcp.CallToolRequest) *requestLog {
-	if req.Extra == nil || req.Extra.Header == nil {
+func (h *Handler) requestOf(req *mcp.CallToolRequest) *requestLog { return h.recordOf(req.Extra) }
+
+// recordOf finds the HTTP request of any request the SDK dispatches (nil if unknown).
+func (h *Handler) recordOf(extra *mcp.RequestExtra) *requestLog {
+	if extra == nil || extra.Header == nil {
 		return nil
 	}
-	if v, ok := h.calls.Load(req.Extra.Header.Get(callHeader)); ok {
+	if v, ok := h.calls.Load(extra.Header.Get(callHeader)); ok {
 		return v.(*requestLog)
 	}
 	return nil

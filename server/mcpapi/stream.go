@@ -171,9 +171,15 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session
 type streamConn struct {
 	mcp.Connection
 	stream *atomic.Pointer[eventStream]
+	onAck  func()
 }
 
 func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && c.onAck != nil && req.Method == ackMethod {
+		err := c.Connection.Write(ctx, msg)
+		c.onAck()
+		return err
+	}
 	if _, resp := msg.(*jsonrpc.Response); !resp {
 		if es := c.stream.Load(); es != nil {
 			data, err := jsonrpc.EncodeMessage(msg)

@@ -70,6 +70,10 @@ type Call struct {
 	Bell     *doorbell.Session
 	WaitMax  time.Duration
 	Progress func(ctx context.Context, progress, total float64, message string)
+
+	// attach, when Bell is nil (a 2026-07-28 request has no session), registers the call with
+	// the doorbell for the length of one wait; the caller closes what it returns.
+	attach func() *doorbell.Session
 }
 
 // Registry holds the tools the server offers. Add every family before serving.

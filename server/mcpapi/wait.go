@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -74,6 +75,11 @@ func (c *Call) waitFor(seconds *int64) (time.Duration, string) {
 func (c *Call) claimWaiting(ctx context.Context, o store.NextOptions, wait time.Duration, skip string,
 	first func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	var w *doorbell.Waiter
+	if wait > 0 && c.Bell == nil && c.attach != nil {
+		bs := c.attach()
+		defer bs.Close()
+		c.Bell = bs
+	}
 	if wait > 0 && c.Bell != nil {
 		queue := ""
 		if o.Queue != nil {
@@ -227,6 +233,11 @@ func (h *Handler) prepareWait(call *Call, req *mcp.CallToolRequest, bs *doorbell
 	}
 	call.Bell = bs
 	call.WaitMax = h.o.Bell.WaitMax()
+	if bs == nil {
+		// A 2026-07-28 call: no session, so the wait gets a doorbell registration of its own.
+		bell, ep, id := h.o.Bell, call.Endpoint.ID, "call-"+strconv.FormatUint(h.callSeq.Add(1), 36)
+		call.attach = func() *doorbell.Session { return bell.Attach(ep, id, noSend) }
+	}
 	if req.Params == nil || req.Session == nil {
 		return
 	}
@@ -238,6 +249,9 @@ func (h *Handler) prepareWait(call *Call, req *mcp.CallToolRequest, bs *doorbell
 		}
 	}
 }
+
+// noSend is the sender of a registration that only waits: it opens no stream, so it is never rung.
+func noSend(context.Context, doorbell.Params) error { return errNotConnected }
 
 // closeSession ends the session's waiting calls, then closes it: ServerSession.Close waits for
 // in-flight calls, and a waiting call would hold it for up to claim_wait_max_seconds.

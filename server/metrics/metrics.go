@@ -21,7 +21,8 @@ type Metrics struct {
 	// Sessions is the number of live MCP sessions in this process.
 	Sessions prometheus.Gauge
 	// Authentications counts accepted MCP requests by how their credential was checked:
-	// database (switchboard.credential_resolve) or session (vouched for earlier, see mcpapi).
+	// database (switchboard.credential_resolve), session (vouched for earlier, see mcpapi) or
+	// credential (a 2026-07-28 request whose credential was vouched for earlier).
 	Authentications *prometheus.CounterVec
 
 	// Ingest counts webhook deliveries by source and status (for the webhook receiver).

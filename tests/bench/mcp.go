@@ -68,7 +68,7 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 			return r, err
 		}
 		// cfg.Rounds alternating rounds (SQL, shim, two calls, next; then the reverse), summed.
-		var sql, hop, two, one mcpbench.Result
+		var sql, hop, two, one, modern mcpbench.Result
 		steps := []struct {
 			what string
 			sum  *mcpbench.Result
@@ -86,6 +86,16 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 			{"complete+next", &one, func() (mcpbench.Result, error) {
 				return mcpbench.DriveMCP(ctx, ep, n, longest, mcpbench.CompleteWithNext, srv.PID)
 			}},
+		}
+		if n == 16 {
+			// The same two calls on MCP 2026-07-28: no session, any replica could answer.
+			steps = append(steps, struct {
+				what string
+				sum  *mcpbench.Result
+				run  func() (mcpbench.Result, error)
+			}{"2026 claim+compl", &modern, func() (mcpbench.Result, error) {
+				return mcpbench.DriveMCPVersion(ctx, ep, n, longest, mcpbench.ClaimThenComplete, srv.PID, "2026-07-28")
+			}})
 		}
 		for round := 0; round < cfg.Rounds; round++ {
 			for i := range steps {
@@ -124,6 +134,12 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 				"encoding/json, with no MCP, sessions, auth or limits; " + hopRow.Note
 		}
 		rows = append(rows, twoRow, hopRow, oneRow)
+		if n == 16 {
+			rows = append(rows, Row{Section: "mcp", Name: "MCP claim_next + complete on 2026-07-28 (sessionless), 16 clients",
+				Value: modern.PerSec(), Unit: "todos/s", Baseline: two.PerSec(), Ratio: Ratio(modern.PerSec(), two.PerSec()),
+				BaseName: "the same two calls on 2025-11-25 sessions (the row above)", Target: ">= 1.00 x session path",
+				Pass: AtLeast(Ratio(modern.PerSec(), two.PerSec()), 1.0), Note: cpu(modern)})
+		}
 	}
 
 	ep, err := mcpbench.Vend(ctx, dbURL, "bench", srv.URL)

@@ -52,6 +52,7 @@ const (
 type sessionsConfig struct {
 	sessions, endpoints int
 	ring                time.Duration
+	listen              bool // MCP 2026-07-28 subscriptions/listen streams (claude/channel) instead of sessions
 }
 
 // scaleResult is one configuration's measurements.
@@ -96,6 +97,11 @@ func sessionsSection(ctx context.Context, b *Bench) ([]Row, error) {
 		}
 		return ms(d) / float64(r.signals)
 	}
+	// The same 2,000 as MCP 2026-07-28 listen streams of claude/channel clients.
+	listens, err := runScale(ctx, b, bin, sessionsConfig{sessions: 2000, endpoints: 1000, ring: 20 * time.Second, listen: true})
+	if err != nil {
+		return nil, fmt.Errorf("2000 listen streams: %w", err)
+	}
 	name := func(r scaleResult, what string) string {
 		return fmt.Sprintf("%s, %d sessions / %d endpoints", what, r.cfg.sessions, r.cfg.endpoints)
 	}
@@ -127,6 +133,15 @@ func sessionsSection(ctx context.Context, b *Bench) ([]Row, error) {
 			Target: "<= 1.5 x 100 sessions", Pass: func() *bool { p := perSig(big, big.pgCPU) <= 1.5*perSig(small, small.pgCPU); return &p }(),
 			Note: "all postgres processes, the producer's create_todo calls included (the same 25/s in both)"},
 	}
+	lgr := (listens.grIdle - listens.grBase) / float64(listens.cfg.sessions)
+	rows = append(rows,
+		Row{Section: "sessions", Name: "RSS per idle listen stream (2026-07-28), 2000 / 1000 endpoints", Value: listens.perSession(listens.rssIdle),
+			Unit: "KiB", Baseline: big.perSession(big.rssIdle), Target: "<= 40 KB", Pass: Below(listens.perSession(listens.rssIdle), 40000.0/1024+1e-9),
+			Note: fmt.Sprintf("baseline: an idle session with its GET stream; server RSS %d MiB before, %d MiB idle", listens.rssBase>>20, listens.rssIdle>>20)},
+		Row{Section: "sessions", Name: "goroutines per idle listen stream (2026-07-28)", Value: lgr, Unit: "goroutines",
+			Baseline: (big.grIdle - big.grBase) / float64(big.cfg.sessions), Target: "<= 2", Pass: func() *bool { p := lgr <= 2; return &p }()},
+		Row{Section: "sessions", Name: "doorbell p99, 2000 listen streams", Value: ms(listens.p99), Unit: "ms", Baseline: ms(big.p99),
+			Note: fmt.Sprintf("p50 %.1f ms; %d todos, %d rung, %d not rung within 2 s", ms(listens.p50), listens.todos, listens.rung, listens.missed)})
 	if big.idleSpan > 0 {
 		rows = append(rows, Row{Section: "sessions", Name: name(big, "server CPU while idle"),
 			Value: 100 * big.idleServerCPU.Seconds() / big.idleSpan.Seconds(), Unit: "% of a core"})
@@ -200,7 +215,11 @@ func runScale(ctx context.Context, b *Bench, bin string, sc sessionsConfig) (sca
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := openSession(sctx, hc, ep, col, func() { opened.Add(1); <-sem })
+			open := openSession
+			if sc.listen {
+				open = openListen
+			}
+			err := open(sctx, hc, ep, col, func() { opened.Add(1); <-sem })
 			if err != nil && sctx.Err() == nil {
 				select {
 				case errc <- err:
@@ -420,6 +439,55 @@ func openSession(ctx context.Context, hc *http.Client, ep mcpbench.Endpoint, col
 		}
 		var n struct {
 			Method string `json:"method"`
+			Params struct {
+				Meta map[string]string `json:"meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(data, &n) == nil && n.Params.Meta["todo_id"] != "" {
+			col.saw(n.Params.Meta["todo_id"], time.Now())
+		}
+	}
+	return nil
+}
+
+// openListen opens a 2026-07-28 subscriptions/listen stream of a claude/channel client and
+// reads it like openSession's GET stream.
+func openListen(ctx context.Context, hc *http.Client, ep mcpbench.Endpoint, col *collector, ready func()) error {
+	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"experimental":{"claude/channel":{}}}},"notifications":{}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+ep.Credential)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("listen answered %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	ready()
+	return readEvents(resp.Body, col)
+}
+
+// readEvents records the doorbell's notifications on an event stream until it ends.
+func readEvents(r io.Reader, col *collector) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		var n struct {
 			Params struct {
 				Meta map[string]string `json:"meta"`
 			} `json:"params"`

@@ -59,7 +59,8 @@ func TestSessionlessRequestIs400(t *testing.T) {
 }
 
 // Claude Code first probes with the sessionless protocol's server/discover; it gets the
-// unsupported-version error with the versions to fall back to (not -32600), and no session.
+// unsupported-version error with the versions to fall back to (it would drop the doorbell on
+// 2026-07-28, docs/clients.md), and no session. Another client's probe is answered.
 func TestServerDiscoverProbeFallsBack(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("ann", []string{"inbox"}, nil)
@@ -67,8 +68,13 @@ func TestServerDiscoverProbeFallsBack(t *testing.T) {
 	for k, v := range mcpHeaders {
 		hdr[k] = v
 	}
-	resp := rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(
-		`{"jsonrpc":"2.0","id":"probe-1","method":"server/discover","params":{}}`), hdr)
+	probe := func(client string) *http.Response {
+		return rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(`{"jsonrpc":"2.0","id":"probe-1","method":"server/discover",`+
+			`"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
+			`"io.modelcontextprotocol/clientInfo":{"name":"`+client+`","version":"2.1.328"},`+
+			`"io.modelcontextprotocol/clientCapabilities":{}}}}`), hdr)
+	}
+	resp := probe("claude-code")
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -77,6 +83,9 @@ func TestServerDiscoverProbeFallsBack(t *testing.T) {
 	}
 	if n := e.srv.MCP().SessionCount(ep.ID); n != 0 {
 		t.Fatalf("%d sessions after the probe", n)
+	}
+	if resp := probe("another-client"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another client's server/discover: %d", resp.StatusCode)
 	}
 }
 
@@ -99,22 +108,19 @@ func TestUnsupportedProtocolVersionNamed(t *testing.T) {
 	}
 }
 
-// Methods of capabilities the server does not declare answer -32601, as initialize implies.
+// Methods of capabilities the server does not declare answer -32601, as initialize implies;
+// resources are declared (the granted queues), and a URI that is not one is not found.
 func TestUndeclaredCapabilitiesMethodNotFound(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("ann", []string{"inbox"}, nil)
 	c := e.connect(t, ep, &agentclientOptionsNoStream)
 	caps := c.Session.InitializeResult().Capabilities
-	if caps.Resources != nil || caps.Prompts != nil || caps.Logging != nil || caps.Completions != nil || caps.Tools == nil {
+	if caps.Resources == nil || !caps.Resources.Subscribe || caps.Prompts != nil || caps.Logging != nil ||
+		caps.Completions != nil || caps.Tools == nil {
 		t.Fatalf("capabilities %+v", caps)
 	}
 	ctx := ctxT(t)
-	calls := map[string]func() error{
-		"resources/list": func() error { _, err := c.Session.ListResources(ctx, nil); return err },
-		"resources/templates/list": func() error {
-			_, err := c.Session.ListResourceTemplates(ctx, nil)
-			return err
-		},
+	for method, call := range map[string]func() error{
 		"resources/read": func() error {
 			_, err := c.Session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///x"})
 			return err
@@ -122,6 +128,13 @@ func TestUndeclaredCapabilitiesMethodNotFound(t *testing.T) {
 		"resources/subscribe": func() error {
 			return c.Session.Subscribe(ctx, &mcp.SubscribeParams{URI: "file:///x"})
 		},
+	} {
+		var werr *jsonrpc.Error
+		if err := call(); !errors.As(err, &werr) || werr.Code != mcp.CodeResourceNotFound {
+			t.Errorf("%s of another URI: %v, want %d", method, err, mcp.CodeResourceNotFound)
+		}
+	}
+	calls := map[string]func() error{
 		"prompts/list": func() error { _, err := c.Session.ListPrompts(ctx, nil); return err },
 		"prompts/get": func() error {
 			_, err := c.Session.GetPrompt(ctx, &mcp.GetPromptParams{Name: "x"})

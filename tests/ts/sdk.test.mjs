@@ -69,12 +69,12 @@ async function call(client, name, args) {
 const timeout = (ms, what) => new Promise((_, reject) =>
   setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms).unref());
 
-test('initialize declares tools and the claude/channel experiment', async (t) => {
+test('initialize declares tools, resources with subscribe, and the claude/channel experiment', async (t) => {
   const { client } = await connect(t, 'ts-init');
   const caps = client.getServerCapabilities();
   assert.ok(caps.tools);
   assert.deepEqual(caps.experimental?.['claude/channel'], {});
-  assert.equal(caps.resources, undefined);
+  assert.equal(caps.resources?.subscribe, true); // the granted queues (issue 23)
   assert.equal(caps.prompts, undefined);
   assert.equal(caps.logging, undefined);
   assert.match(client.getInstructions() ?? '', /claim_next/);
@@ -163,9 +163,11 @@ test('a wrong credential is refused with what to send', async () => {
   });
 });
 
-test('methods of undeclared capabilities answer -32601', async (t) => {
+test('methods of undeclared capabilities answer -32601; resources list the granted queues', async (t) => {
   const { client } = await connect(t, 'ts-undeclared');
-  for (const call of [() => client.listResources(), () => client.listPrompts(), () => client.setLoggingLevel('info')]) {
+  const { resources } = await client.listResources();
+  assert.deepEqual(resources.map((r) => r.name).sort(), ['inbox', 'other']);
+  for (const call of [() => client.listPrompts(), () => client.setLoggingLevel('info')]) {
     await assert.rejects(call(), (err) => {
       assert.equal(err.code, -32601, String(err));
       return true;

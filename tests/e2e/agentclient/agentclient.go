@@ -10,6 +10,7 @@ package agentclient
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,9 @@ type Options struct {
 	Name string
 	// OnProgress receives progress notifications (notifications/progress).
 	OnProgress func(*mcp.ProgressNotificationParams)
+	// ProtocolVersion is the version to ask for (default 2025-11-25: a session, with the GET
+	// stream; "2026-07-28" speaks the sessionless protocol, which has no GET stream).
+	ProtocolVersion string
 }
 
 // DefaultTransport is shared by clients that set no Transport.
@@ -98,7 +102,7 @@ func Connect(ctx context.Context, url, credential string, o *Options) (*Client, 
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "test"}, copts)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: o.NoStream, MaxRetries: -1,
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: cmp.Or(o.ProtocolVersion, "2025-11-25")})
 	if err != nil {
 		return nil, err
 	}

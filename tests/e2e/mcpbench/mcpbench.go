@@ -203,11 +203,17 @@ func (m *cpuMeter) stop(r *Result) {
 // DriveMCP runs sessions workers for d and counts finished todos. serverPID (0: unknown)
 // attributes server CPU.
 func DriveMCP(ctx context.Context, ep Endpoint, sessions int, d time.Duration, mode Mode, serverPID int) (Result, error) {
+	return DriveMCPVersion(ctx, ep, sessions, d, mode, serverPID, "")
+}
+
+// DriveMCPVersion is DriveMCP on a protocol version ("" 2025-11-25, a session each;
+// "2026-07-28": sessionless clients).
+func DriveMCPVersion(ctx context.Context, ep Endpoint, sessions int, d time.Duration, mode Mode, serverPID int, version string) (Result, error) {
 	clients := make([]*agentclient.Client, sessions)
 	tr := &http.Transport{MaxIdleConns: 4 * sessions, MaxIdleConnsPerHost: 4 * sessions}
 	defer tr.CloseIdleConnections()
 	for i := range clients {
-		c, err := agentclient.Connect(ctx, ep.URL, ep.Credential, &agentclient.Options{NoStream: true, Transport: tr})
+		c, err := agentclient.Connect(ctx, ep.URL, ep.Credential, &agentclient.Options{NoStream: true, Transport: tr, ProtocolVersion: version})
 		if err != nil {
 			return Result{}, err
 		}

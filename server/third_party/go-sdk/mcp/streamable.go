@@ -1200,6 +1200,14 @@ type idContextKey struct{}
 // MCP-Protocol-Version HTTP header for use by lower layers.
 type protocolVersionContextKey struct{}
 
+// WithProtocolVersion returns ctx carrying the request's validated MCP-Protocol-Version, as
+// [StreamableHTTPHandler] passes it to a [StreamableServerTransport]. A server that serves a
+// request on a transport it connected itself (not through the handler) sets it with this.
+// (switchboard patch 4, see SWITCHBOARD.md)
+func WithProtocolVersion(ctx context.Context, version string) context.Context {
+	return context.WithValue(ctx, protocolVersionContextKey{}, version)
+}
+
 // protocolVersionFromContext returns the protocol version from the context, or
 // the empty string if not set. An empty string means the version is unknown
 // (e.g. the header was absent).
