@@ -246,8 +246,14 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 
 // onRevoked handles a switchboard_revoked notification: "<endpoint id>" for a revoked endpoint
 // (its sessions close), "rotated:<endpoint id>" for a rotated credential (sessions whose
-// credential no longer resolves close; the endpoint stays).
+// credential no longer resolves close; the endpoint stays), "recheck:<endpoint id>" for revoked
+// OAuth access tokens (nothing closes; the endpoint's next requests are checked in the database,
+// so a client that refreshed its token carries on and a revoked token gets 401).
 func (s *Server) onRevoked(payload string) {
+	if id, ok := strings.CutPrefix(payload, "recheck:"); ok {
+		s.mcp.Recheck(id)
+		return
+	}
 	if id, ok := strings.CutPrefix(payload, "rotated:"); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

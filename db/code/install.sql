@@ -74,10 +74,11 @@ BEGIN
     END IF;
 
     -- A function that a table still needs (a column default, a CHECK, an index expression, a
-    -- policy) is kept; so is an extension's.
+    -- policy) is kept; so is an extension's. The package defines functions only (no procedure
+    -- or aggregate), so a leftover routine of another kind is left to the DBA.
     SELECT string_agg(p.oid::regprocedure::text, ', ') INTO v_list
       FROM pg_proc p
-     WHERE p.pronamespace = 'switchboard'::regnamespace
+     WHERE p.pronamespace = 'switchboard'::regnamespace AND p.prokind = 'f'
        AND age(p.xmin) > age(v_xact)
        AND NOT EXISTS (SELECT 1 FROM pg_depend d
                         WHERE d.refclassid = 'pg_proc'::regclass AND d.refobjid = p.oid
@@ -85,8 +86,8 @@ BEGIN
        AND NOT EXISTS (SELECT 1 FROM pg_depend d
                         WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e');
     IF v_list IS NOT NULL THEN
-        RAISE NOTICE 'dropping routine(s) %: no longer in the code package', v_list;
-        EXECUTE 'DROP ROUTINE ' || v_list;
+        RAISE NOTICE 'dropping function(s) %: no longer in the code package', v_list;
+        EXECUTE 'DROP FUNCTION ' || v_list;
     END IF;
 
     -- Whatever installed this, the record is unknown until `switchboard migrate` writes it.

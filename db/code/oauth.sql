@@ -168,9 +168,9 @@ BEGIN
         v_count := v_count + 1;
     END LOOP;
     -- A server trusts a live session's or a sessionless request's access token until it
-    -- expires; this makes every server check its endpoint's credentials again at once.
+    -- expires; this makes every server check its endpoint's credentials in the database again.
     IF p_kind = 'access' AND v_count > 0 THEN
-        PERFORM pg_notify('switchboard_revoked', 'rotated:' || v_endpoint);
+        PERFORM pg_notify('switchboard_revoked', 'recheck:' || v_endpoint);
     END IF;
     RETURN v_count;
 END

@@ -476,6 +476,21 @@ func (h *Handler) Rotated(ctx context.Context, endpointID string) {
 	}
 }
 
+// Recheck stops trusting what this process confirmed of an endpoint's credentials: its
+// sessions and sessionless requests go to the database again on their next request (some of
+// its OAuth access tokens were revoked). Nothing is closed: a session whose client has
+// refreshed its token carries on with the new one.
+func (h *Handler) Recheck(endpointID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.forgetCredentialsLocked(endpointID)
+	if e := h.entries[endpointID]; e != nil {
+		for _, s := range e.sessions {
+			s.verified = 0
+		}
+	}
+}
+
 // SessionCount is the number of live sessions of an endpoint in this process.
 func (h *Handler) SessionCount(endpointID string) int {
 	h.mu.Lock()
