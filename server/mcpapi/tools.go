@@ -133,11 +133,24 @@ func compile(t Tool) *compiledTool {
 		}
 		props[name] = pr
 	}
-	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Input}
+	// The schemas go to the SDK as the JSON they are, marshalled once: it marshals a schema
+	// again wherever it reads one (every tools/list, and on 2026-07-28 every tools/call, whose
+	// Mcp-Param header check re-reads the input schema), and a *jsonschema.Schema marshals by
+	// reflection, a json.RawMessage by a copy (docs/benchmarks.md, MCP 2026-07-28 round two).
+	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: mustJSON(t.Name, t.Input)}
 	if t.Output != nil {
-		mt.OutputSchema = t.Output
+		mt.OutputSchema = mustJSON(t.Name, t.Output)
 	}
 	return &compiledTool{Tool: t, mcpTool: mt, resolved: res, props: props}
+}
+
+// mustJSON is a tool's schema as JSON; the schemas are written here, so an error is a bug.
+func mustJSON(tool string, s *jsonschema.Schema) json.RawMessage {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("mcpapi: tool %q schema: %v", tool, err))
+	}
+	return b
 }
 
 // validate checks raw arguments against the input schema and returns them as an object.

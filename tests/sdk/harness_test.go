@@ -95,16 +95,34 @@ func freeAddr(t *testing.T) string {
 
 // replica is one `switchboard serve` process.
 type replica struct {
-	base string
-	cmd  *exec.Cmd
-	out  *logBuffer
+	base   string
+	cmd    *exec.Cmd
+	out    *logBuffer
+	exited chan struct{}
+}
+
+// term sends SIGTERM and returns the exit status once the process is gone (-1: killed after
+// 10 s without exiting).
+func (r *replica) term() int {
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+		return r.cmd.ProcessState.ExitCode()
+	case <-time.After(10 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+		return -1
+	}
 }
 
 // serve starts a replica and waits until it is ready.
-func (e *env) serve() *replica {
+func (e *env) serve() *replica { return e.serveAt(freeAddr(e.t)) }
+
+// serveAt starts a replica on addr (a restart takes its predecessor's) and waits until it is
+// ready.
+func (e *env) serveAt(addr string) *replica {
 	t := e.t
 	t.Helper()
-	addr := freeAddr(t)
 	cmd := exec.Command(binary, "serve")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// The drains call faster than the default per-endpoint tool rate allows.
@@ -117,15 +135,9 @@ func (e *env) serve() *replica {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	r := &replica{base: "http://" + addr, cmd: cmd, out: out}
+	r := &replica{base: "http://" + addr, cmd: cmd, out: out, exited: exited}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		r.term()
 		if t.Failed() {
 			t.Logf("replica %s output:\n%s", addr, out.String())
 		}
