@@ -298,4 +298,3 @@ func (c *listenConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	return err
 }
-
