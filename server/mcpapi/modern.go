@@ -200,7 +200,7 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 		return
 	}
 	if channel {
-		h.channelListens.Store(ss, true)
+		h.channelListens.Store(ss, ls)
 		ends = append(ends, func() { h.channelListens.Delete(ss) })
 	}
 	ends = append(ends, func() { _ = ss.Close() }) // ends the SDK's listen handler, which parks until then
@@ -220,15 +220,16 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 
 // holdChannelListen keeps a subscriptions/listen of a claude/channel client open: the SDK's
 // listen handler answers at once when no standard notification was asked for, but the
-// doorbell's notifications still have to travel on it.
+// doorbell's notifications still have to travel on it. A hijacked stream needs no parked
+// handler: its answer is dropped (holdResult) and the stream stays open until it ends.
 func (h *Handler) holdChannelListen(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if method != listenMethod || err != nil {
 			return res, err
 		}
-		if _, ok := h.channelListens.Load(req.GetSession()); ok {
-			<-ctx.Done()
+		if ls, ok := h.channelListens.Load(req.GetSession()); ok && !ls.(*listenStream).holdResult() {
+			<-ctx.Done() // the SDK's stream: its handler parks until the stream ends
 		}
 		return res, err
 	}

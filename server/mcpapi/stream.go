@@ -200,7 +200,8 @@ func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // its status), and right after the ack an HTTP/1.1 connection is hijacked, net/http's handler
 // returns, and every later message is a chunk on the connection. What is left of an idle
 // listen stream is the SDK's listen handler, parked until the session closes, and the
-// connection's one reading goroutine. HTTP/2 and HTTP/1.0 keep the SDK's stream.
+// connection's one reading goroutine; a claude/channel listen keeps no handler (holdResult).
+// HTTP/2 and HTTP/1.0 keep the SDK's stream.
 type listenStream struct {
 	w          http.ResponseWriter
 	hijackable bool
@@ -212,6 +213,17 @@ type listenStream struct {
 	mu     sync.Mutex   // writes until the hand-over, and the hand-over itself
 	es     *eventStream // set once hijacked; then every message goes there
 	served bool         // net/http's handler returned without a hijack: the SDK's stream ended
+	held   bool         // the listen's answer is not written: the stream outlives the SDK's handler
+}
+
+// holdResult reports whether the listen is hijacked, and if so drops its answer, so that the
+// SDK's handler may return at once rather than park a goroutine for the stream's life (a
+// claude/channel listen asks the SDK for nothing, so its handler has nothing left to do).
+func (l *listenStream) holdResult() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = l.es != nil
+	return l.held
 }
 
 // listenWriter marks the head of a listen stream that is to be hijacked Connection: close:
@@ -287,13 +299,18 @@ func (c *listenConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		return err
 	}
+	_, resp := msg.(*jsonrpc.Response)
+	held := resp && c.l.held
 	c.l.mu.Unlock()
+	if held {
+		return nil // the stream stays open until the client leaves or the server shuts down
+	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
 	}
 	err = es.send(data)
-	if _, resp := msg.(*jsonrpc.Response); resp {
+	if resp {
 		es.close()
 	}
 	return err
