@@ -26,7 +26,7 @@ type channelTransport struct {
 	inner   mcp.Transport
 	onClose func()                       // called once, when the connection closes
 	stream  *atomic.Pointer[eventStream] // the session's hijacked GET stream, if any (stream.go)
-	onAck   func()                       // a listen stream's: called after its ack is written (modern.go)
+	listen  *listenStream                // a subscriptions/listen stream's (modern.go), instead of stream
 
 	mu   sync.Mutex
 	conn mcp.Connection
@@ -37,7 +37,11 @@ func (t *channelTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	cc := &closeHook{Connection: &streamConn{Connection: c, stream: t.stream, onAck: t.onAck}, onClose: t.onClose}
+	var routed mcp.Connection = &streamConn{Connection: c, stream: t.stream}
+	if t.listen != nil {
+		routed = &listenConn{Connection: c, l: t.listen}
+	}
+	cc := &closeHook{Connection: routed, onClose: t.onClose}
 	t.mu.Lock()
 	t.conn = cc
 	t.mu.Unlock()

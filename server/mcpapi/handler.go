@@ -86,7 +86,7 @@ type Handler struct {
 
 	stateless      *mcp.StreamableHTTPHandler // 2026-07-28 requests (modern.go)
 	creds          map[string]trustedCred     // credential hash → what the database confirmed (modern.go); guarded by mu
-	channelListens sync.Map                   // *mcp.ServerSession of a claude/channel listen stream → true
+	channelListens sync.Map                   // *mcp.ServerSession of a claude/channel listen stream → its *listenStream
 	updates        *updates                   // resources/updated, coalesced (resources.go)
 	closed         context.Context            // done once Close began: listen streams end (modern.go)
 	closeListens   context.CancelFunc

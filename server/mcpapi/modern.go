@@ -12,7 +12,9 @@ package mcpapi
 // A listen stream is the one exception to "through the handler": it is connected here, on
 // the SDK's StreamableServerTransport in stateless mode, so that the doorbell can write
 // notifications/claude/channel on it (channel.go; the SDK sends only standard notifications).
-// It counts against the endpoint's session cap (MaxSessions) together with the sessions.
+// It counts against the endpoint's session cap (MaxSessions) together with the sessions. On
+// HTTP/1.1 it is taken out of net/http once its ack is written, as a GET stream is
+// (listenStream in stream.go).
 
 import (
 	"bytes"
@@ -21,7 +23,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -154,55 +155,81 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 		h.tooManySessions(w)
 		return
 	}
-	defer func() {
+	ctx, release := context.WithCancel(r.Context())
+	defer release()
+	ls := &listenStream{
+		w:          w,
+		hijackable: r.ProtoMajor == 1 && r.ProtoMinor >= 1, // chunked encoding needs HTTP/1.1; HTTP/2 cannot be hijacked
+		release:    release,
+		opened:     func() {},
+		closed:     h.closed,
+	}
+	var ends []func() // run in reverse when the listen ends, on whichever goroutine ends it
+	var endOnce sync.Once
+	ls.end = func() {
+		endOnce.Do(func() {
+			for i := len(ends) - 1; i >= 0; i-- {
+				ends[i]()
+			}
+		})
+	}
+	ends = append(ends, func() {
 		h.mu.Lock()
 		e.listens--
 		h.mu.Unlock()
-	}()
+	})
 
 	id := "listen-" + strconv.FormatUint(h.callSeq.Add(1), 36)
 	t := &mcp.StreamableServerTransport{Stateless: true, JSONResponse: true}
-	ct := &channelTransport{inner: t, stream: new(atomic.Pointer[eventStream])} // never hijacked
+	ct := &channelTransport{inner: t, listen: ls}
 	channel := l.channel && h.o.Bell != nil
 	if h.o.Bell != nil {
 		// Attached either way: the bell reads only the endpoints it has, and resources/updated
 		// comes from its reads. Only a channel listener opens a stream it can be rung on.
 		bs := h.o.Bell.Attach(e.ep.ID, id, ct.notify)
-		defer bs.Close()
+		ends = append(ends, bs.Close)
 		if channel {
-			// Rung only once the ack is out: it must be the stream's first message.
-			var opened sync.Once
-			ct.onAck = func() { opened.Do(bs.StreamOpened) }
+			ls.opened = bs.StreamOpened // rung only once the ack is out: it must be the stream's first message
 		}
 	}
 	ss, err := e.srv.Connect(r.Context(), ct, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{}})
 	if err != nil {
+		ls.end()
 		h.log.Error("listen connect failed", "endpoint_id", e.ep.ID, "err", err)
 		writeError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")
 		return
 	}
 	if channel {
-		h.channelListens.Store(ss, true)
-		defer h.channelListens.Delete(ss)
+		h.channelListens.Store(ss, ls)
+		ends = append(ends, func() { h.channelListens.Delete(ss) })
 	}
-	defer ss.Close()                                               // ends the SDK's listen handler, which parks until then
-	defer context.AfterFunc(h.closed, func() { _ = ss.Close() })() // and so does shutting down
+	ends = append(ends, func() { _ = ss.Close() }) // ends the SDK's listen handler, which parks until then
+	// Shutting down ends the stream too (a hijacked one closes its connection: acked).
+	stop := context.AfterFunc(h.closed, func() { _ = ss.Close() })
+	ends = append(ends, func() { stop() })
 	// As StreamableHTTPHandler does (modern() checked the version), so the transport serves
 	// the request on 2026-07-28 (server/third_party/go-sdk/SWITCHBOARD.md, patch 4).
-	t.ServeHTTP(w, r.WithContext(mcp.WithProtocolVersion(r.Context(), r.Header.Get(versionHeader))))
+	if ls.hijackable {
+		w = &listenWriter{ResponseWriter: w}
+	}
+	t.ServeHTTP(w, r.WithContext(mcp.WithProtocolVersion(ctx, r.Header.Get(versionHeader))))
+	if !ls.handlerDone() {
+		ls.end() // not hijacked: the SDK's stream ended with the request
+	}
 }
 
 // holdChannelListen keeps a subscriptions/listen of a claude/channel client open: the SDK's
 // listen handler answers at once when no standard notification was asked for, but the
-// doorbell's notifications still have to travel on it.
+// doorbell's notifications still have to travel on it. A hijacked stream needs no parked
+// handler: its answer is dropped (holdResult) and the stream stays open until it ends.
 func (h *Handler) holdChannelListen(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if method != listenMethod || err != nil {
 			return res, err
 		}
-		if _, ok := h.channelListens.Load(req.GetSession()); ok {
-			<-ctx.Done()
+		if ls, ok := h.channelListens.Load(req.GetSession()); ok && !ls.(*listenStream).holdResult() {
+			<-ctx.Done() // the SDK's stream: its handler parks until the stream ends
 		}
 		return res, err
 	}

@@ -13,6 +13,7 @@ package mcpapi
 // stream. The request log records a hijacked stream when it opens, not when it ends.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -145,9 +146,19 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session
 	if s.bell != nil {
 		s.bell.StreamOpened()
 	}
-	// Nothing more is read from a GET stream's connection but its end; bytes a client sends
-	// anyway (a pipelined request it should not send) are dropped.
-	var in io.Reader = conn
+	es.watch(rw, func() {
+		s.stream.CompareAndSwap(es, nil)
+		h.streamClosed(s)
+	})
+	return true
+}
+
+// watch starts the one goroutine of a hijacked stream: it reads the connection only to notice
+// the client leaving, then ends the stream and calls end. Nothing more is read from a stream's
+// connection but its end; bytes a client sends anyway (a pipelined request it should not
+// send) are dropped.
+func (es *eventStream) watch(rw *bufio.ReadWriter, end func()) {
+	var in io.Reader = es.conn
 	if rw.Reader.Buffered() > 0 {
 		in = rw.Reader
 	}
@@ -159,10 +170,8 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session
 			}
 		}
 		es.close()
-		s.stream.CompareAndSwap(es, nil)
-		h.streamClosed(s)
+		end()
 	}()
-	return true
 }
 
 // streamConn routes what the SDK would write to the standalone stream (every message that is
@@ -171,15 +180,9 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session
 type streamConn struct {
 	mcp.Connection
 	stream *atomic.Pointer[eventStream]
-	onAck  func()
 }
 
 func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && c.onAck != nil && req.Method == ackMethod {
-		err := c.Connection.Write(ctx, msg)
-		c.onAck()
-		return err
-	}
 	if _, resp := msg.(*jsonrpc.Response); !resp {
 		if es := c.stream.Load(); es != nil {
 			data, err := jsonrpc.EncodeMessage(msg)
@@ -190,4 +193,125 @@ func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	return c.Connection.Write(ctx, msg)
+}
+
+// listenStream is a 2026-07-28 subscriptions/listen stream, which costs what a GET stream
+// costs: the SDK answers the request and writes the ack through net/http (so a refusal keeps
+// its status), and right after the ack an HTTP/1.1 connection is hijacked, net/http's handler
+// returns, and every later message is a chunk on the connection. What is left of an idle
+// listen stream is the SDK's listen handler, parked until the session closes, and the
+// connection's one reading goroutine; a claude/channel listen keeps no handler (holdResult).
+// HTTP/2 and HTTP/1.0 keep the SDK's stream.
+type listenStream struct {
+	w          http.ResponseWriter
+	hijackable bool
+	release    context.CancelFunc // ends the SDK's wait on the request, so that net/http's handler returns
+	opened     func()             // the stream may be rung (the ack is out)
+	closed     context.Context    // done when the server shuts down
+	end        func()             // ends the listen: its session, bell and cap slot (once)
+
+	mu     sync.Mutex   // writes until the hand-over, and the hand-over itself
+	es     *eventStream // set once hijacked; then every message goes there
+	served bool         // net/http's handler returned without a hijack: the SDK's stream ended
+	held   bool         // the listen's answer is not written: the stream outlives the SDK's handler
+}
+
+// holdResult reports whether the listen is hijacked, and if so drops its answer, so that the
+// SDK's handler may return at once rather than park a goroutine for the stream's life (a
+// claude/channel listen asks the SDK for nothing, so its handler has nothing left to do).
+func (l *listenStream) holdResult() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = l.es != nil
+	return l.held
+}
+
+// listenWriter marks the head of a listen stream that is to be hijacked Connection: close:
+// the connection ends with the stream, so a client must not reuse it.
+type listenWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *listenWriter) WriteHeader(code int) {
+	if !w.wrote && code == http.StatusOK {
+		w.Header().Set("Connection", "close")
+	}
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *listenWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *listenWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// acked runs once the ack is written through net/http. l.mu must be held.
+func (l *listenStream) acked() {
+	if l.served || l.es != nil {
+		return
+	}
+	if l.hijackable {
+		// The response head and the ack are written (the SDK flushes each event), so Hijack
+		// flushes what is left and the connection stands between two chunks.
+		if conn, rw, err := http.NewResponseController(l.w).Hijack(); err == nil {
+			l.es = &eventStream{conn: conn, done: make(chan struct{})}
+			stop := context.AfterFunc(l.closed, l.es.close)
+			l.es.watch(rw, func() {
+				stop()
+				l.end()
+			})
+			l.release()
+		}
+	}
+	l.opened()
+}
+
+// handlerDone is called when net/http's handler returns; it reports whether the stream lives
+// on hijacked (its watcher then ends it).
+func (l *listenStream) handlerDone() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.served = true
+	return l.es != nil
+}
+
+// listenConn routes what the SDK writes on a listen stream's connection: through net/http
+// up to the ack, then on the hijacked stream, where the listen's response (the SDK answers
+// once the session closes) is the last message.
+type listenConn struct {
+	mcp.Connection
+	l *listenStream
+}
+
+func (c *listenConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.l.mu.Lock()
+	es := c.l.es
+	if es == nil {
+		defer c.l.mu.Unlock()
+		err := c.Connection.Write(ctx, msg)
+		if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == ackMethod {
+			c.l.acked()
+		}
+		return err
+	}
+	_, resp := msg.(*jsonrpc.Response)
+	held := resp && c.l.held
+	c.l.mu.Unlock()
+	if held {
+		return nil // the stream stays open until the client leaves or the server shuts down
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	err = es.send(data)
+	if resp {
+		es.close()
+	}
+	return err
 }
