@@ -65,7 +65,7 @@ func (f *int32Flag) Set(s string) error {
 }
 
 // webhookSourceTypes are the source types a webhook ceiling may allow.
-var webhookSourceTypes = []string{"github", "gitea", "stripe", "slack", "cairn", "generic"}
+var webhookSourceTypes = []string{"github", "gitea", "stripe", "slack", "cairn", "standard", "generic"}
 
 // impliedVerbs are the granted verbs that were not asked for (e.g. get_todo with list_todos).
 func impliedVerbs(asked []string, granted any) []string {
