@@ -212,21 +212,7 @@ func runEndpointVend(ctx context.Context, c *cli, args []string) error {
 
 // switchboard endpoint list [--human NAME] → array of endpoints (never a credential).
 func runEndpointList(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
-	human := fs.String("human", "", "only the endpoints of this human")
-	if _, err := c.parse(fs, args); err != nil {
-		return err
-	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	var humanArg *string
-	if *human != "" {
-		humanArg = human
-	}
-	list, err := queryList(ctx, conn, `SELECT switchboard.endpoint_list($1)`, humanArg)
+	list, err := c.listForHuman(ctx, args, "only the endpoints of this human", "switchboard.endpoint_list")
 	if err != nil {
 		return err
 	}

@@ -92,21 +92,7 @@ func verbOf(state string) string {
 
 // switchboard friend list [--human NAME] → array of edges.
 func runFriendList(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
-	human := fs.String("human", "", "only the edges from or to this human")
-	if _, err := c.parse(fs, args); err != nil {
-		return err
-	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	var humanArg *string
-	if *human != "" {
-		humanArg = human
-	}
-	list, err := queryList(ctx, conn, `SELECT switchboard.friend_list($1)`, humanArg)
+	list, err := c.listForHuman(ctx, args, "only the edges from or to this human", "switchboard.friend_list")
 	if err != nil {
 		return err
 	}

@@ -394,6 +394,26 @@ func queryObject(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (
 	return m, nil
 }
 
+// listForHuman parses a list command's only flag, --human NAME, and returns what the SQL list
+// function fn (trusted text, never user input) answers for it: everything without the flag.
+func (c *cli) listForHuman(ctx context.Context, args []string, help, fn string) ([]map[string]any, error) {
+	fs := c.flags()
+	human := fs.String("human", "", help)
+	if _, err := c.parse(fs, args); err != nil {
+		return nil, err
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	var humanArg *string
+	if *human != "" {
+		humanArg = human
+	}
+	return queryList(ctx, conn, "SELECT "+fn+"($1)", humanArg)
+}
+
 // queryList is queryJSON for a function returning a JSON array of objects.
 func queryList(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]map[string]any, error) {
 	v, err := queryJSON(ctx, conn, sql, args...)

@@ -120,21 +120,7 @@ func readSecret(fromEnv, fromFile string) (string, error) {
 // switchboard webhook list [--human NAME] → array of webhooks with their owner, whose secret is
 // in force and their refusals (never a secret or an ingest token).
 func runWebhookList(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
-	human := fs.String("human", "", "only the webhooks of this human's agents")
-	if _, err := c.parse(fs, args); err != nil {
-		return err
-	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	var humanArg *string
-	if *human != "" {
-		humanArg = human
-	}
-	list, err := queryList(ctx, conn, `SELECT switchboard.webhook_admin_list($1)`, humanArg)
+	list, err := c.listForHuman(ctx, args, "only the webhooks of this human's agents", "switchboard.webhook_admin_list")
 	if err != nil {
 		return err
 	}
