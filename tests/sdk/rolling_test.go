@@ -168,24 +168,12 @@ func TestRollingRestart2026(t *testing.T) {
 	}
 }
 
-// startDocsHAProxy runs docs/haproxy.cfg, the configuration operators are given, with the
-// test's addresses.
-func startDocsHAProxy(t *testing.T, hap, front string, replicas []string) {
+// runHAProxy runs HAProxy with the configuration cfg until the test ends (its log is shown
+// when the test failed).
+func runHAProxy(t *testing.T, hap, cfg string) {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	cfg, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "haproxy.cfg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(cfg)
-	for from, to := range map[string]string{"127.0.0.1:8080": front, "127.0.0.1:8081": replicas[0], "127.0.0.1:8082": replicas[1]} {
-		if !strings.Contains(s, from) {
-			t.Fatalf("docs/haproxy.cfg no longer names %s", from)
-		}
-		s = strings.ReplaceAll(s, from, to)
-	}
 	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(hap, "-db", "-f", path)
@@ -202,6 +190,25 @@ func startDocsHAProxy(t *testing.T, hap, front string, replicas []string) {
 			t.Logf("haproxy:\n%s", out.String())
 		}
 	})
+}
+
+// startDocsHAProxy runs docs/haproxy.cfg, the configuration operators are given, with the
+// test's addresses.
+func startDocsHAProxy(t *testing.T, hap, front string, replicas []string) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	cfg, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "haproxy.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(cfg)
+	for from, to := range map[string]string{"127.0.0.1:8080": front, "127.0.0.1:8081": replicas[0], "127.0.0.1:8082": replicas[1]} {
+		if !strings.Contains(s, from) {
+			t.Fatalf("docs/haproxy.cfg no longer names %s", from)
+		}
+		s = strings.ReplaceAll(s, from, to)
+	}
+	runHAProxy(t, hap, s)
 	eventually(t, 15*time.Second, "haproxy up with both replicas", func() bool {
 		for range 4 {
 			resp, err := http.Get("http://" + front + "/readyz")

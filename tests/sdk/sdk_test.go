@@ -6,10 +6,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -194,25 +192,8 @@ func TestRoundRobinDrain(t *testing.T) {
 	e := newEnv(t)
 	r1, r2 := e.serve(), e.serve()
 	front := freeAddr(t)
-	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, roundRobin, front,
-		strings.TrimPrefix(r1.base, "http://"), strings.TrimPrefix(r2.base, "http://")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(hap, "-db", "-f", cfg)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := &logBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("haproxy:\n%s", out.String())
-		}
-	})
+	runHAProxy(t, hap, fmt.Sprintf(roundRobin, front,
+		strings.TrimPrefix(r1.base, "http://"), strings.TrimPrefix(r2.base, "http://")))
 
 	ep := e.vend("rr", []string{"inbox"})
 	const total = 200
