@@ -354,7 +354,8 @@ func (s *Server) AddTool(t *Tool, h ToolHandler) {
 	if err := validateParamHeaderAnnotations(t); err != nil {
 		panic(fmt.Errorf("AddTool %q: invalid parameter header annotations: %v", t.Name, err))
 	}
-	st := &serverTool{tool: t, handler: h}
+	// switchboard patch 5, see SWITCHBOARD.md: the x-mcp-header bindings, once per tool rather than per tools/call.
+	st := &serverTool{tool: t, handler: h, paramHeaders: extractParamHeaderAnnotations(t)}
 	// Assume there was a change, since add replaces existing tools.
 	// (It's possible a tool was replaced with an identical one, but not worth checking.)
 	// TODO: Batch these changes by size and time? The typescript SDK doesn't.

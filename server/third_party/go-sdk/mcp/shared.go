@@ -566,41 +566,81 @@ func validateRequestMeta(req *jsonrpc.Request) (*validatedMeta, error) {
 	// declares `_meta` optional with no protocolVersion, so a notification
 	// neither selects the new protocol nor is discarded for carrying an
 	// incomplete triple.
-	if !req.IsCall() {
+	if !req.IsCall() || len(req.Params) == 0 {
 		return &validatedMeta{usesNewProtocol: false, initializeParams: nil}, nil
 	}
-	meta := extractRequestMeta(req.Params)
-	if meta == nil {
+	// switchboard patch 5, see SWITCHBOARD.md: the four keys are decoded straight from the params into their types,
+	// rather than all of _meta into a map[string]any and then each key re-marshalled and decoded
+	// again (decodeMetaValue). The rules are the same: a protocolVersion that is absent, not a
+	// string or older selects the old protocol; a clientInfo present but invalid (null included)
+	// and a clientCapabilities absent or invalid are errors.
+	var params struct {
+		Meta struct {
+			ProtocolVersion    json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
+			ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+			ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+			LogLevel           json.RawMessage `json:"io.modelcontextprotocol/logLevel"`
+		} `json:"_meta"`
+	}
+	if err := internaljson.Unmarshal(req.Params, &params); err != nil {
 		return &validatedMeta{usesNewProtocol: false, initializeParams: nil}, nil
 	}
-	protocolVersion, ok := meta[MetaKeyProtocolVersion].(string)
-	if !ok || protocolVersion < protocolVersion20260728 {
+	meta := params.Meta
+	var protocolVersion string
+	if len(meta.ProtocolVersion) == 0 || internaljson.Unmarshal(meta.ProtocolVersion, &protocolVersion) != nil ||
+		protocolVersion < protocolVersion20260728 {
 		return &validatedMeta{usesNewProtocol: false, initializeParams: nil}, nil
 	}
 	var clientInfo *Implementation
-	if _, present := meta[MetaKeyClientInfo]; present {
-		var ok bool
-		clientInfo, ok = decodeMetaValue[*Implementation](meta, MetaKeyClientInfo)
-		if !ok {
+	if len(meta.ClientInfo) > 0 {
+		if !decodeMetaRaw(meta.ClientInfo, &clientInfo) {
 			return nil, &jsonrpc.Error{
 				Code:    jsonrpc.CodeInvalidParams,
 				Message: fmt.Sprintf("invalid _meta field %q", MetaKeyClientInfo),
 			}
 		}
 	}
-	capabilities, ok := decodeMetaValue[*clientCapabilitiesV2](meta, MetaKeyClientCapabilities)
-	if !ok {
+	var capabilities *clientCapabilitiesV2
+	if !decodeMetaRaw(meta.ClientCapabilities, &capabilities) {
 		return nil, &jsonrpc.Error{
 			Code:    jsonrpc.CodeInvalidParams,
 			Message: fmt.Sprintf("missing or invalid _meta field %q", MetaKeyClientCapabilities),
 		}
 	}
-	logLevel, _ := decodeMetaValue[LoggingLevel](meta, MetaKeyLogLevel)
+	var logLevel LoggingLevel
+	decodeMetaRaw(meta.LogLevel, &logLevel)
 	return &validatedMeta{usesNewProtocol: true, initializeParams: &InitializeParams{
 		ProtocolVersion: protocolVersion,
 		Capabilities:    capabilities.toV1(),
 		ClientInfo:      clientInfo,
 	}, logLevel: logLevel}, nil
+}
+
+// requestMetaVersion is the string value of _meta's protocolVersion, or "" (absent, not a
+// string, or params that are not an object), decoding nothing else. switchboard patch 5, see SWITCHBOARD.md.
+func requestMetaVersion(rawParams json.RawMessage) string {
+	if len(rawParams) == 0 {
+		return ""
+	}
+	var params struct {
+		Meta struct {
+			ProtocolVersion json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+	}
+	var v string
+	if internaljson.Unmarshal(rawParams, &params) != nil || internaljson.Unmarshal(params.Meta.ProtocolVersion, &v) != nil {
+		return ""
+	}
+	return v
+}
+
+// decodeMetaRaw decodes one _meta value as decodeMetaValue does (absent or null is false).
+// switchboard patch 5, see SWITCHBOARD.md.
+func decodeMetaRaw[T any](raw json.RawMessage, v *T) bool {
+	if len(raw) == 0 || string(raw) == "null" {
+		return false
+	}
+	return internaljson.Unmarshal(raw, v) == nil
 }
 
 // A Request is a method request with parameters and additional information, such as the session.

@@ -390,7 +390,7 @@ func validateMcpHeaders(header http.Header, msg jsonrpc.Message, toolLookup func
 
 		if msg.Method == "tools/call" && toolLookup != nil {
 			if st, ok := toolLookup(nameInBody); ok && st != nil {
-				if err := validateParamHeaders(header, msg, st.tool); err != nil {
+				if err := validateParamHeaders(header, msg, st.paramHeaders); err != nil {
 					return err
 				}
 			}
@@ -399,8 +399,7 @@ func validateMcpHeaders(header http.Header, msg jsonrpc.Message, toolLookup func
 	return nil
 }
 
-func validateParamHeaders(header http.Header, msg *jsonrpc.Request, tool *Tool) error {
-	paramHeaders := extractParamHeaderAnnotations(tool)
+func validateParamHeaders(header http.Header, msg *jsonrpc.Request, paramHeaders []paramHeaderBinding) error {
 	if len(paramHeaders) == 0 {
 		return nil
 	}

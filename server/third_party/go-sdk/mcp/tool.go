@@ -60,6 +60,8 @@ type ToolHandlerFor[In, Out any] func(_ context.Context, request *CallToolReques
 type serverTool struct {
 	tool    *Tool
 	handler ToolHandler
+	// switchboard patch 5, see SWITCHBOARD.md: extractParamHeaderAnnotations(tool), computed by AddTool.
+	paramHeaders []paramHeaderBinding
 }
 
 // applySchema validates whether data is valid JSON according to the provided
