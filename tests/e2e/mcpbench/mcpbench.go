@@ -646,6 +646,11 @@ func BuildShim(ctx context.Context, dir string) (string, error) {
 	return build(ctx, dir, "switchboard/tests/e2e/mcpbench/shim")
 }
 
+// BuildCeiling compiles ./ceiling (the go-sdk transport with canned answers) into dir.
+func BuildCeiling(ctx context.Context, dir string) (string, error) {
+	return build(ctx, dir, "switchboard/tests/e2e/mcpbench/ceiling")
+}
+
 func build(ctx context.Context, dir, pkg string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
