@@ -169,6 +169,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	rec := &requestLog{ctx: r.Context()}
 	w := &httpx.StatusWriter{ResponseWriter: rw}
 	defer func() {
+		if !h.log.Enabled(r.Context(), slog.LevelInfo) {
+			return // the access log is off: build nothing
+		}
 		rec.mu.Lock()
 		attrs := []any{"method", r.Method, "path", "/mcp/" + printable(r.PathValue("slug")), "status", w.Status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000}

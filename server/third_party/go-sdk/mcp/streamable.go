@@ -429,6 +429,7 @@ func (h *StreamableHTTPHandler) serveStateless(w http.ResponseWriter, req *http.
 		jsonResponse:                h.opts.JSONResponse,
 		logger:                      h.opts.Logger,
 		shouldPropagateCancellation: info.usesNewProtocol && (info.isSubscriptionsListen || h.opts.PropagateRequestCancellation),
+		decoded:                     info.decoded,
 	}
 
 	session, err := connectStreamable(req.Context(), server, transport, info.opts)
@@ -459,6 +460,7 @@ type ephemeralConnectInfo struct {
 	opts                  *ServerSessionOptions
 	usesNewProtocol       bool
 	isSubscriptionsListen bool
+	decoded               *decodedPOST // nil if the body did not decode (switchboard patch 5)
 }
 
 // ephemeralConnectOpts peeks at the request body to determine connection
@@ -482,8 +484,10 @@ func (h *StreamableHTTPHandler) ephemeralConnectOpts(req *http.Request) (*epheme
 	}
 	req.Body.Close()
 	req.Body = io.NopCloser(bytes.NewBuffer(body))
-	msgs, _, err := readBatch(body)
+	msgs, isBatch, err := readBatch(body)
+	var decoded *decodedPOST
 	if err == nil {
+		decoded = &decodedPOST{body: body, msgs: msgs, isBatch: isBatch}
 		for _, msg := range msgs {
 			if r, ok := msg.(*jsonrpc.Request); ok {
 				switch r.Method {
@@ -521,7 +525,17 @@ func (h *StreamableHTTPHandler) ephemeralConnectOpts(req *http.Request) (*epheme
 		},
 		usesNewProtocol:       usesNewProtocol,
 		isSubscriptionsListen: isSubscriptionsListen,
+		decoded:               decoded,
 	}, nil
+}
+
+// decodedPOST is a stateless POST's body as ephemeralConnectOpts read and decoded it, handed
+// to the request's transport so that servePOST does not read and decode it a second time.
+// (switchboard patch 5, see SWITCHBOARD.md)
+type decodedPOST struct {
+	body    []byte
+	msgs    []jsonrpc.Message
+	isBatch bool
 }
 
 func connectStreamable(ctx context.Context, server *Server, transport *StreamableServerTransport, opts *ServerSessionOptions) (*ServerSession, error) {
@@ -836,6 +850,9 @@ type StreamableServerTransport struct {
 	// [streamableServerConn]. See its docstring.
 	shouldPropagateCancellation bool
 
+	// decoded is the body of a stateless request's one POST (switchboard patch 5).
+	decoded *decodedPOST
+
 	// connection is non-nil if and only if the transport has been connected.
 	connection *streamableServerConn
 }
@@ -852,6 +869,7 @@ func (t *StreamableServerTransport) Connect(ctx context.Context) (Connection, er
 		jsonResponse:                t.jsonResponse || t.JSONResponse,
 		logger:                      ensureLogger(t.logger), // see #556: must be non-nil
 		shouldPropagateCancellation: t.shouldPropagateCancellation,
+		decoded:                     t.decoded,
 		incoming:                    make(chan jsonrpc.Message, 10),
 		done:                        make(chan struct{}),
 		streams:                     make(map[string]*stream),
@@ -891,6 +909,8 @@ type streamableServerConn struct {
 	// by the [cancellationPropagator] interface so the jsonrpc2 layer wires
 	// handler contexts to observe the carrier's cancellation.
 	shouldPropagateCancellation bool
+
+	decoded *decodedPOST // taken by the first servePOST (switchboard patch 5)
 
 	logger *slog.Logger
 
@@ -1435,28 +1455,38 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 		return
 	}
 
-	// Read incoming messages.
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+	// Read incoming messages: a stateless request's were read and decoded by
+	// ephemeralConnectOpts already (switchboard patch 5).
+	var body []byte
+	var incoming []jsonrpc.Message
+	var isBatch bool
+	if d := c.decoded; d != nil && len(d.body) > 0 {
+		c.decoded = nil
+		body, incoming, isBatch = d.body, d.msgs, d.isBatch
+	} else {
+		var err error
+		body, err = io.ReadAll(req.Body)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "failed to read body", http.StatusBadRequest)
 			return
 		}
-		http.Error(w, "failed to read body", http.StatusBadRequest)
-		return
-	}
-	if len(body) == 0 {
-		http.Error(w, "POST requires a non-empty body", http.StatusBadRequest)
-		return
-	}
-	// TODO(#674): once we've documented the support matrix for 2025-03-26 and
-	// earlier, drop support for matching entirely; that will simplify this
-	// logic.
-	incoming, isBatch, err := readBatch(body)
-	if err != nil {
-		http.Error(w, fmt.Sprintf("malformed payload: %v", err), http.StatusBadRequest)
-		return
+		if len(body) == 0 {
+			http.Error(w, "POST requires a non-empty body", http.StatusBadRequest)
+			return
+		}
+		// TODO(#674): once we've documented the support matrix for 2025-03-26 and
+		// earlier, drop support for matching entirely; that will simplify this
+		// logic.
+		incoming, isBatch, err = readBatch(body)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("malformed payload: %v", err), http.StatusBadRequest)
+			return
+		}
 	}
 
 	protocolVersion := protocolVersionFromContext(req.Context())

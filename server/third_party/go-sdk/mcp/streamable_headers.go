@@ -33,25 +33,25 @@ const (
 )
 
 func extractName(method string, params json.RawMessage) (string, bool) {
-	switch method {
-	case "tools/call":
-		var p CallToolParams
-		if err := internaljson.Unmarshal(params, &p); err == nil {
-			return p.Name, true
-		}
-	case "prompts/get":
-		var p GetPromptParams
-		if err := internaljson.Unmarshal(params, &p); err == nil {
-			return p.Name, true
-		}
-	case "resources/read":
-		var p ReadResourceParams
-		if err := internaljson.Unmarshal(params, &p); err == nil {
-			return p.URI, true
-		}
+	// switchboard patch 5, see SWITCHBOARD.md: only the name is decoded. Decoding the whole
+	// CallToolParams built the arguments and _meta as map[string]any on every tools/call (the
+	// largest allocation of a 2026-07-28 request), to read one string.
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
 	}
-
-	return "", false
+	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+		if err := internaljson.Unmarshal(params, &p); err != nil {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	if method == "resources/read" {
+		return p.URI, true
+	}
+	return p.Name, true
 }
 
 // headerSchemaProperty captures the fields needed for x-mcp-header processing.
