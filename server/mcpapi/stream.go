@@ -203,7 +203,7 @@ func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // connection's one reading goroutine; a claude/channel listen keeps no handler (holdResult).
 // HTTP/2 and HTTP/1.0 keep the SDK's stream.
 type listenStream struct {
-	w          http.ResponseWriter
+	w          http.ResponseWriter // until the ack (acked)
 	hijackable bool
 	release    context.CancelFunc // ends the SDK's wait on the request, so that net/http's handler returns
 	opened     func()             // the stream may be rung (the ack is out)
@@ -268,6 +268,10 @@ func (l *listenStream) acked() {
 			l.release()
 		}
 	}
+	// The listen lives as long as its stream and w is not used again: kept, it would keep
+	// net/http's response, the request, and the connection's 4 KiB read and write buffers
+	// (Hijack hands those over; nothing here uses them), 10 KiB a stream in all.
+	l.w = nil
 	l.opened()
 }
 
