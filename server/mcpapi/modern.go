@@ -110,11 +110,18 @@ func (readCloser) Close() error { return nil }
 
 // listenRequest is what serveListen needs of a subscriptions/listen body.
 type listenRequest struct {
-	channel bool // the client declares the claude/channel capability
+	channel bool                  // the client declares the claude/channel capability
+	client  *mcp.InitializeParams // the stream's session state, from the request's _meta
 }
 
 // parseListen reports whether a body is a single subscriptions/listen request. A cheap
 // substring test first: every other request pays no second decode.
+//
+// It also reads what the SDK would keep of the request as its session's InitializeParams (the
+// _meta's protocol version, client info and capabilities): serveListen hands them over as the
+// session's state, so the SDK keeps these instead of its own decoding, which makes every JSON
+// object a map sized for 64 entries (a claude/channel client's capabilities kept 4.8 KiB per
+// stream that way; docs/benchmarks.md). The SDK still validates the request's _meta itself.
 func parseListen(body []byte) (listenRequest, bool) {
 	if !bytes.Contains(body, []byte(listenMethod)) {
 		return listenRequest{}, false
@@ -128,12 +135,28 @@ func parseListen(body []byte) (listenRequest, bool) {
 	if json.Unmarshal(body, &msg) != nil || msg.Method != listenMethod {
 		return listenRequest{}, false
 	}
+	meta := msg.Params.Meta
+	var p mcp.InitializeParams
 	var caps struct {
-		Experimental map[string]json.RawMessage `json:"experimental"`
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"` // as the SDK reads them (its #607)
 	}
-	_ = json.Unmarshal(msg.Params.Meta[mcp.MetaKeyClientCapabilities], &caps)
+	if json.Unmarshal(meta[mcp.MetaKeyProtocolVersion], &p.ProtocolVersion) != nil ||
+		json.Unmarshal(meta[mcp.MetaKeyClientCapabilities], &caps) != nil {
+		return listenRequest{}, true // the SDK refuses it
+	}
+	p.Capabilities = &caps.ClientCapabilities
+	if caps.Roots != nil {
+		p.Capabilities.RootsV2, p.Capabilities.Roots = caps.Roots, *caps.Roots
+	}
+	if raw, ok := meta[mcp.MetaKeyClientInfo]; ok {
+		p.ClientInfo = new(mcp.Implementation)
+		if json.Unmarshal(raw, p.ClientInfo) != nil {
+			return listenRequest{}, true // the SDK refuses it
+		}
+	}
 	_, channel := caps.Experimental[channelCap]
-	return listenRequest{channel: channel}, true
+	return listenRequest{channel: channel, client: &p}, true
 }
 
 // serveListen serves a subscriptions/listen stream: the SDK's listen handler (the ack, resource
@@ -192,7 +215,8 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 			ls.opened = bs.StreamOpened // rung only once the ack is out: it must be the stream's first message
 		}
 	}
-	ss, err := e.srv.Connect(r.Context(), ct, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{}})
+	// The session starts with the request's client as its state (parseListen says why).
+	ss, err := e.srv.Connect(r.Context(), ct, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{InitializeParams: l.client}})
 	if err != nil {
 		ls.end()
 		h.log.Error("listen connect failed", "endpoint_id", e.ep.ID, "err", err)
