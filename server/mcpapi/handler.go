@@ -408,7 +408,7 @@ func (h *Handler) Close() {
 	}
 }
 
-// Revoke closes the live sessions of an endpoint (its credential no longer resolves). The
+// Revoke closes the live sessions and listen streams of an endpoint (its credential no longer resolves). The
 // endpoint stays known as revoked for a while, so that a request whose credential lookup
 // raced the revocation cannot open a new session for it (acquire).
 func (h *Handler) Revoke(endpointID string) {
@@ -417,11 +417,15 @@ func (h *Handler) Revoke(endpointID string) {
 	h.forgetCredentialsLocked(endpointID)
 	e := h.entries[endpointID]
 	var all []*session
+	var listens []*listenStream
 	if e != nil {
 		delete(h.entries, endpointID)
 		e.revoked = true
 		for _, s := range e.sessions {
 			all = append(all, s)
+		}
+		for ls := range e.open {
+			listens = append(listens, ls)
 		}
 	}
 	h.mu.Unlock()
@@ -437,8 +441,11 @@ func (h *Handler) Revoke(endpointID string) {
 	for _, s := range all {
 		h.closeSession(s)
 	}
-	if len(all) > 0 {
-		h.log.Info("endpoint revoked; sessions closed", "endpoint_id", endpointID, "sessions", len(all))
+	for _, ls := range listens {
+		ls.close()
+	}
+	if len(all)+len(listens) > 0 {
+		h.log.Info("endpoint revoked; sessions closed", "endpoint_id", endpointID, "sessions", len(all), "listen_streams", len(listens))
 	}
 }
 

@@ -231,6 +231,26 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 	// Shutting down ends the stream too (a hijacked one closes its connection: acked).
 	stop := context.AfterFunc(h.closed, func() { _ = ss.Close() })
 	ends = append(ends, func() { stop() })
+	// Set up: from here a revocation of the endpoint closes it (Revoke).
+	ends = append(ends, func() {
+		h.mu.Lock()
+		delete(e.open, ls)
+		h.mu.Unlock()
+	})
+	h.mu.Lock()
+	revoked := e.revoked
+	if !revoked {
+		if e.open == nil {
+			e.open = map[*listenStream]struct{}{}
+		}
+		e.open[ls] = struct{}{}
+	}
+	h.mu.Unlock()
+	if revoked {
+		ls.end()
+		h.unauthenticated(w, r, false)
+		return
+	}
 	// As StreamableHTTPHandler does (modern() checked the version), so the transport serves
 	// the request on 2026-07-28 (server/third_party/go-sdk/SWITCHBOARD.md, patch 4).
 	if ls.hijackable {

@@ -214,6 +214,20 @@ type listenStream struct {
 	es     *eventStream // set once hijacked; then every message goes there
 	served bool         // net/http's handler returned without a hijack: the SDK's stream ended
 	held   bool         // the listen's answer is not written: the stream outlives the SDK's handler
+	cut    bool         // closed by this side (close): a stream hijacked later closes at once
+}
+
+// close ends the listen from the server's side (its endpoint was revoked): a hijacked stream's
+// connection gets its last chunk and closes, and the SDK's stream ends with its session (end).
+func (l *listenStream) close() {
+	l.mu.Lock()
+	l.cut = true
+	es := l.es
+	l.mu.Unlock()
+	if es != nil {
+		es.close()
+	}
+	l.end()
 }
 
 // holdResult reports whether the listen is hijacked, and if so drops its answer, so that the
@@ -266,6 +280,9 @@ func (l *listenStream) acked() {
 				l.end()
 			})
 			l.release()
+			if l.cut {
+				l.es.close() // closed while the ack was written: the watcher ends the rest
+			}
 		}
 	}
 	// The listen lives as long as its stream and w is not used again: kept, it would keep

@@ -302,3 +302,30 @@ func TestModernListenShutdown(t *testing.T) {
 	}
 	t.Logf("shutdown with a listen stream open took %v", time.Since(start))
 }
+
+// Revoking an endpoint ends its listen streams, as it closes its sessions: a revoked
+// credential hears nothing more, neither the channel nor resources/updated.
+func TestModernListenRevoked(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("revoked-listens", []string{"inbox"}, nil)
+	uri := "switchboard://" + ep.Slug + "/queues/inbox"
+	_, channel := openListen(t, e.url(ep), ep.Cred, map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}},
+		map[string]any{})
+	_, res := openListen(t, e.url(ep), ep.Cred, nil, map[string]any{"resourceSubscriptions": []string{uri}})
+	ended := make(chan string, 2)
+	for name, rd := range map[string]*bufio.Reader{"channel": channel, "resource": res} {
+		go func() {
+			_, _ = io.ReadAll(rd) // ends with the stream
+			ended <- name
+		}()
+	}
+	e.exec(`SELECT switchboard.endpoint_revoke($1)`, ep.ID)
+	for range 2 {
+		select {
+		case name := <-ended:
+			t.Logf("%s listen stream ended", name)
+		case <-time.After(3 * time.Second):
+			t.Fatal("a listen stream outlived its endpoint's revocation by 3 s")
+		}
+	}
+}
