@@ -180,8 +180,10 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 	}
 	ctx, release := context.WithCancel(r.Context())
 	defer release()
+	cred, _ := bearer(r) // ServeHTTP checked it
 	ls := &listenStream{
 		w:          w,
+		cred:       cred,
 		hijackable: r.ProtoMajor == 1 && r.ProtoMinor >= 1, // chunked encoding needs HTTP/1.1; HTTP/2 cannot be hijacked
 		release:    release,
 		opened:     func() {},

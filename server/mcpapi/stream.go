@@ -204,6 +204,7 @@ func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // HTTP/2 and HTTP/1.0 keep the SDK's stream.
 type listenStream struct {
 	w          http.ResponseWriter // until the ack (acked)
+	cred       []byte              // the credential hash it was opened with (closeUnresolvedListens)
 	hijackable bool
 	release    context.CancelFunc // ends the SDK's wait on the request, so that net/http's handler returns
 	opened     func()             // the stream may be rung (the ack is out)
