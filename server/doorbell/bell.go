@@ -457,6 +457,10 @@ func (b *Bell) attached(s *Session) {
 		}
 		if !r.ReadyAt.Before(b.cursor) {
 			b.seen[r.ID] = r.ReadyAt // a NOTIFY read may still return it
+			// and then skips it as rung: resource subscribers hear of it here instead.
+			if b.onReady != nil {
+				b.onReady(ep.id, r.Queue)
+			}
 		}
 		b.offerLocked(ep, s, r)
 	}

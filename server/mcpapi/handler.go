@@ -411,7 +411,7 @@ func (h *Handler) Close() {
 	}
 }
 
-// Revoke closes the live sessions of an endpoint (its credential no longer resolves). The
+// Revoke closes the live sessions and listen streams of an endpoint (its credential no longer resolves). The
 // endpoint stays known as revoked for a while, so that a request whose credential lookup
 // raced the revocation cannot open a new session for it (acquire).
 func (h *Handler) Revoke(endpointID string) {
@@ -420,11 +420,15 @@ func (h *Handler) Revoke(endpointID string) {
 	h.forgetCredentialsLocked(endpointID)
 	e := h.entries[endpointID]
 	var all []*session
+	var listens []*listenStream
 	if e != nil {
 		delete(h.entries, endpointID)
 		e.revoked = true
 		for _, s := range e.sessions {
 			all = append(all, s)
+		}
+		for ls := range e.open {
+			listens = append(listens, ls)
 		}
 	}
 	h.mu.Unlock()
@@ -440,8 +444,11 @@ func (h *Handler) Revoke(endpointID string) {
 	for _, s := range all {
 		h.closeSession(s)
 	}
-	if len(all) > 0 {
-		h.log.Info("endpoint revoked; sessions closed", "endpoint_id", endpointID, "sessions", len(all))
+	for _, ls := range listens {
+		ls.close()
+	}
+	if len(all)+len(listens) > 0 {
+		h.log.Info("endpoint revoked; sessions closed", "endpoint_id", endpointID, "sessions", len(all), "listen_streams", len(listens))
 	}
 }
 
@@ -474,23 +481,56 @@ func (h *Handler) Rotated(ctx context.Context, endpointID string) {
 			closed++
 		}
 	}
-	if closed > 0 {
-		h.log.Info("endpoint credential rotated; sessions closed", "endpoint_id", endpointID, "sessions", closed)
+	listens := h.closeUnresolvedListens(ctx, endpointID)
+	if closed+listens > 0 {
+		h.log.Info("endpoint credential rotated; sessions closed", "endpoint_id", endpointID, "sessions", closed, "listen_streams", listens)
 	}
+}
+
+// closeUnresolvedListens closes the listen streams of an endpoint whose credential no longer
+// resolves to it (or cannot be checked now). A session is checked again on its next request; a
+// listen stream has none, so it is checked here. It returns how many it closed.
+func (h *Handler) closeUnresolvedListens(ctx context.Context, endpointID string) int {
+	h.mu.Lock()
+	byCred := map[string][]*listenStream{}
+	if e := h.entries[endpointID]; e != nil {
+		for ls := range e.open {
+			byCred[string(ls.cred)] = append(byCred[string(ls.cred)], ls)
+		}
+	}
+	h.mu.Unlock()
+	closed := 0
+	for cred, listens := range byCred {
+		ep, ok, err := h.o.Store.ResolveCredential(ctx, []byte(cred))
+		if err == nil && ok && ep.ID == endpointID {
+			continue
+		}
+		for _, ls := range listens {
+			ls.close()
+			closed++
+		}
+	}
+	return closed
 }
 
 // Recheck stops trusting what this process confirmed of an endpoint's credentials: its
 // sessions and sessionless requests go to the database again on their next request (some of
-// its OAuth access tokens were revoked). Nothing is closed: a session whose client has
-// refreshed its token carries on with the new one.
+// its OAuth access tokens were revoked). No session is closed: one whose client has refreshed
+// its token carries on with the new one. A listen stream has no next request: it is checked
+// now, and closed if its token no longer resolves.
 func (h *Handler) Recheck(endpointID string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.forgetCredentialsLocked(endpointID)
 	if e := h.entries[endpointID]; e != nil {
 		for _, s := range e.sessions {
 			s.verified = 0
 		}
+	}
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n := h.closeUnresolvedListens(ctx, endpointID); n > 0 {
+		h.log.Info("endpoint credentials rechecked; listen streams closed", "endpoint_id", endpointID, "listen_streams", n)
 	}
 }
 

@@ -110,11 +110,18 @@ func (readCloser) Close() error { return nil }
 
 // listenRequest is what serveListen needs of a subscriptions/listen body.
 type listenRequest struct {
-	channel bool // the client declares the claude/channel capability
+	channel bool                  // the client declares the claude/channel capability
+	client  *mcp.InitializeParams // the stream's session state, from the request's _meta
 }
 
 // parseListen reports whether a body is a single subscriptions/listen request. A cheap
 // substring test first: every other request pays no second decode.
+//
+// It also reads what the SDK would keep of the request as its session's InitializeParams (the
+// _meta's protocol version, client info and capabilities): serveListen hands them over as the
+// session's state, so the SDK keeps these instead of its own decoding, which makes every JSON
+// object a map sized for 64 entries (a claude/channel client's capabilities kept 4.8 KiB per
+// stream that way; docs/benchmarks.md). The SDK still validates the request's _meta itself.
 func parseListen(body []byte) (listenRequest, bool) {
 	if !bytes.Contains(body, []byte(listenMethod)) {
 		return listenRequest{}, false
@@ -128,12 +135,28 @@ func parseListen(body []byte) (listenRequest, bool) {
 	if json.Unmarshal(body, &msg) != nil || msg.Method != listenMethod {
 		return listenRequest{}, false
 	}
+	meta := msg.Params.Meta
+	var p mcp.InitializeParams
 	var caps struct {
-		Experimental map[string]json.RawMessage `json:"experimental"`
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"` // as the SDK reads them (its #607)
 	}
-	_ = json.Unmarshal(msg.Params.Meta[mcp.MetaKeyClientCapabilities], &caps)
+	if json.Unmarshal(meta[mcp.MetaKeyProtocolVersion], &p.ProtocolVersion) != nil ||
+		json.Unmarshal(meta[mcp.MetaKeyClientCapabilities], &caps) != nil {
+		return listenRequest{}, true // the SDK refuses it
+	}
+	p.Capabilities = &caps.ClientCapabilities
+	if caps.Roots != nil {
+		p.Capabilities.RootsV2, p.Capabilities.Roots = caps.Roots, *caps.Roots
+	}
+	if raw, ok := meta[mcp.MetaKeyClientInfo]; ok {
+		p.ClientInfo = new(mcp.Implementation)
+		if json.Unmarshal(raw, p.ClientInfo) != nil {
+			return listenRequest{}, true // the SDK refuses it
+		}
+	}
 	_, channel := caps.Experimental[channelCap]
-	return listenRequest{channel: channel}, true
+	return listenRequest{channel: channel, client: &p}, true
 }
 
 // serveListen serves a subscriptions/listen stream: the SDK's listen handler (the ack, resource
@@ -157,8 +180,10 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 	}
 	ctx, release := context.WithCancel(r.Context())
 	defer release()
+	cred, _ := bearer(r) // ServeHTTP checked it
 	ls := &listenStream{
 		w:          w,
+		cred:       cred,
 		hijackable: r.ProtoMajor == 1 && r.ProtoMinor >= 1, // chunked encoding needs HTTP/1.1; HTTP/2 cannot be hijacked
 		release:    release,
 		opened:     func() {},
@@ -192,7 +217,8 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 			ls.opened = bs.StreamOpened // rung only once the ack is out: it must be the stream's first message
 		}
 	}
-	ss, err := e.srv.Connect(r.Context(), ct, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{}})
+	// The session starts with the request's client as its state (parseListen says why).
+	ss, err := e.srv.Connect(r.Context(), ct, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{InitializeParams: l.client}})
 	if err != nil {
 		ls.end()
 		h.log.Error("listen connect failed", "endpoint_id", e.ep.ID, "err", err)
@@ -207,6 +233,26 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 	// Shutting down ends the stream too (a hijacked one closes its connection: acked).
 	stop := context.AfterFunc(h.closed, func() { _ = ss.Close() })
 	ends = append(ends, func() { stop() })
+	// Set up: from here a revocation of the endpoint closes it (Revoke).
+	ends = append(ends, func() {
+		h.mu.Lock()
+		delete(e.open, ls)
+		h.mu.Unlock()
+	})
+	h.mu.Lock()
+	revoked := e.revoked
+	if !revoked {
+		if e.open == nil {
+			e.open = map[*listenStream]struct{}{}
+		}
+		e.open[ls] = struct{}{}
+	}
+	h.mu.Unlock()
+	if revoked {
+		ls.end()
+		h.unauthenticated(w, r, false)
+		return
+	}
 	// As StreamableHTTPHandler does (modern() checked the version), so the transport serves
 	// the request on 2026-07-28 (server/third_party/go-sdk/SWITCHBOARD.md, patch 4).
 	if ls.hijackable {

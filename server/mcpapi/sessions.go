@@ -35,7 +35,8 @@ type endpointEntry struct {
 	srv      *mcp.Server
 	buckets  *buckets
 	sessions map[string]*session
-	listens  int // open 2026-07-28 listen streams, capped with the sessions (modern.go)
+	listens  int                        // open 2026-07-28 listen streams, capped with the sessions (modern.go)
+	open     map[*listenStream]struct{} // the listens that are set up: closed by Revoke
 	refs     int
 	lastUsed time.Time
 	revoked  bool
@@ -545,7 +546,7 @@ func (h *Handler) sweep() {
 						idle = append(idle, s)
 					}
 				}
-				if e.refs == 0 && len(e.sessions) == 0 && now.Sub(e.lastUsed) > entryIdleAfter {
+				if e.refs == 0 && len(e.sessions) == 0 && e.listens == 0 && now.Sub(e.lastUsed) > entryIdleAfter {
 					delete(h.entries, id)
 				}
 			}

@@ -203,7 +203,8 @@ func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // connection's one reading goroutine; a claude/channel listen keeps no handler (holdResult).
 // HTTP/2 and HTTP/1.0 keep the SDK's stream.
 type listenStream struct {
-	w          http.ResponseWriter
+	w          http.ResponseWriter // until the ack (acked)
+	cred       []byte              // the credential hash it was opened with (closeUnresolvedListens)
 	hijackable bool
 	release    context.CancelFunc // ends the SDK's wait on the request, so that net/http's handler returns
 	opened     func()             // the stream may be rung (the ack is out)
@@ -214,6 +215,20 @@ type listenStream struct {
 	es     *eventStream // set once hijacked; then every message goes there
 	served bool         // net/http's handler returned without a hijack: the SDK's stream ended
 	held   bool         // the listen's answer is not written: the stream outlives the SDK's handler
+	cut    bool         // closed by this side (close): a stream hijacked later closes at once
+}
+
+// close ends the listen from the server's side (its endpoint was revoked): a hijacked stream's
+// connection gets its last chunk and closes, and the SDK's stream ends with its session (end).
+func (l *listenStream) close() {
+	l.mu.Lock()
+	l.cut = true
+	es := l.es
+	l.mu.Unlock()
+	if es != nil {
+		es.close()
+	}
+	l.end()
 }
 
 // holdResult reports whether the listen is hijacked, and if so drops its answer, so that the
@@ -266,8 +281,15 @@ func (l *listenStream) acked() {
 				l.end()
 			})
 			l.release()
+			if l.cut {
+				l.es.close() // closed while the ack was written: the watcher ends the rest
+			}
 		}
 	}
+	// The listen lives as long as its stream and w is not used again: kept, it would keep
+	// net/http's response, the request, and the connection's 4 KiB read and write buffers
+	// (Hijack hands those over; nothing here uses them), 10 KiB a stream in all.
+	l.w = nil
 	l.opened()
 }
 

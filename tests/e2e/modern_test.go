@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchboard/server/store"
 )
 
 const modernVersion = "2026-07-28"
@@ -301,4 +303,75 @@ func TestModernListenShutdown(t *testing.T) {
 		t.Fatalf("shutdown with a listen stream open took %v", d)
 	}
 	t.Logf("shutdown with a listen stream open took %v", time.Since(start))
+}
+
+// Revoking an endpoint ends its listen streams, as it closes its sessions: a revoked
+// credential hears nothing more, neither the channel nor resources/updated.
+func TestModernListenRevoked(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("revoked-listens", []string{"inbox"}, nil)
+	uri := "switchboard://" + ep.Slug + "/queues/inbox"
+	_, channel := openListen(t, e.url(ep), ep.Cred, map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}},
+		map[string]any{})
+	_, res := openListen(t, e.url(ep), ep.Cred, nil, map[string]any{"resourceSubscriptions": []string{uri}})
+	ended := make(chan string, 2)
+	for name, rd := range map[string]*bufio.Reader{"channel": channel, "resource": res} {
+		go func() {
+			_, _ = io.ReadAll(rd) // ends with the stream
+			ended <- name
+		}()
+	}
+	e.exec(`SELECT switchboard.endpoint_revoke($1)`, ep.ID)
+	for range 2 {
+		select {
+		case name := <-ended:
+			t.Logf("%s listen stream ended", name)
+		case <-time.After(3 * time.Second):
+			t.Fatal("a listen stream outlived its endpoint's revocation by 3 s")
+		}
+	}
+}
+
+// A listen stream has no next request for its credential to be checked on: a rotation closes
+// the streams of the old credential (the new one's stays), and so does a recheck (an OAuth
+// token revoked) of a credential that no longer resolves.
+func TestModernListenCredentialChecked(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("rotated-listens", []string{"inbox"}, nil)
+	caps := map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}}
+	ends := func(rd *bufio.Reader) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			_, _ = io.ReadAll(rd)
+			close(done)
+		}()
+		return done
+	}
+	_, rd := openListen(t, e.url(ep), ep.Cred, caps, map[string]any{})
+	old := ends(rd)
+	next := ep
+	next.Cred = "sbk_rotated_" + itoa(int(time.Now().UnixNano()))
+	e.exec(`SELECT switchboard.endpoint_rotate($1, $2, $3, NULL)`, ep.ID, store.CredentialHash(next.Cred), next.Cred[:8])
+	select {
+	case <-old:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the old credential's listen stream outlived the rotation by 3 s")
+	}
+
+	_, rd = openListen(t, e.url(next), next.Cred, caps, map[string]any{})
+	kept := ends(rd)
+	e.srv.MCP().Recheck(ep.ID) // the credential still resolves: the stream stays
+	select {
+	case <-kept:
+		t.Fatal("a recheck closed a listen stream whose credential resolves")
+	case <-time.After(300 * time.Millisecond):
+	}
+	// No notification for this change (an OAuth revocation sends recheck:<endpoint>).
+	e.exec(`UPDATE switchboard.endpoints SET credential_hash = $2 WHERE id = $1`, ep.ID, store.CredentialHash("sbk_gone"))
+	e.srv.MCP().Recheck(ep.ID)
+	select {
+	case <-kept:
+	case <-time.After(3 * time.Second):
+		t.Fatal("a listen stream whose credential no longer resolves outlived the recheck by 3 s")
+	}
 }
