@@ -374,7 +374,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpoint
 		writeError(w, http.StatusNotFound, store.CodeNotFound, "session not found")
 		return
 	}
-	if len(e.sessions) >= h.o.MaxSessions { // the authoritative check (sessionlimit.go)
+	if len(e.sessions)+e.listens >= h.o.MaxSessions { // the authoritative check (sessionlimit.go)
 		h.mu.Unlock()
 		_ = ss.Close()
 		h.tooManySessions(w)

@@ -249,6 +249,12 @@ func TestModernListenCap(t *testing.T) {
 		t.Fatalf("65th listen: %d", resp.StatusCode)
 	}
 	resp.Body.Close()
+	// The cap is shared: a 2025 session is refused too while 64 listens are open.
+	resp = rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(initBody), mcpHeaders)
+	if resp.StatusCode != 429 {
+		t.Fatalf("initialize beside 64 listens: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
 }
 
 // A listen stream of a claude/channel client is rung for new work with
