@@ -283,85 +283,71 @@ LANGUAGE plpgsql
 SET enable_sort = off
 AS $$
 DECLARE
-    v_queues    text[];
-    v_expired   boolean;
-    v_due       boolean;
-    v_took_over boolean := false;
-    v_token     text;
-    v_answer    jsonb;
+    v_queues  text[];
+    v_owner   text;
+    v_lease   interval;
+    v_expired boolean;
+    v_due     boolean;
+    v_token   text;
+    v_answer  jsonb;
 BEGIN
+    -- The grant, and whether this endpoint has expired leases or due retries to take over first
+    -- (so that no work waits for the reaper, and they compete with pending work in created_at
+    -- order). The takeovers write, so they run only when these cheap index probes find work.
+    SELECT g.queues, g.owner, g.lease,
+           EXISTS (SELECT 1 FROM switchboard.todos
+                    WHERE state = 'claimed' AND lease_expires_at < now() AND endpoint_id = p_endpoint),
+           EXISTS (SELECT 1 FROM switchboard.todos WHERE next_retry_at <= now() AND endpoint_id = p_endpoint)
+      INTO v_queues, v_owner, v_lease, v_expired, v_due
+      FROM switchboard.scope(p_endpoint, p_lease_ttl_seconds) g;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
+    END IF;
+    IF p_queue IS NOT NULL THEN
+        IF NOT p_queue = ANY (v_queues) THEN
+            PERFORM switchboard.refuse('forbidden', 'queue is outside the granted queues');
+        END IF;
+        v_queues := ARRAY[p_queue];
+    END IF;
+    IF v_expired THEN
+        PERFORM switchboard.requeue_expired(p_endpoint);
+    END IF;
+    IF v_due THEN
+        PERFORM switchboard.release_retries(p_endpoint);
+    END IF;
+
     IF p_require_fence THEN
         v_token := switchboard.new_token('sbl_');
     END IF;
-    FOR attempt IN 1..2 LOOP
-        -- One statement claims in the common case: the grant, the queue and the takeover probes
-        -- are uncorrelated subqueries (InitPlans and one-time filters run before the scan), so
-        -- a claim costs one statement, not a guard query and then the UPDATE. The probes keep
-        -- expired leases and due retries ahead of pending work: while the endpoint has any, this
-        -- claims nothing and the takeovers below run first (no work waits for the reaper).
-        UPDATE switchboard.todos u
-           SET state            = 'claimed',
-               (owner, lease_expires_at) = (SELECT g.owner, now() + g.lease
-                                              FROM switchboard.scope(p_endpoint, p_lease_ttl_seconds) g),
-               lease_token_hash = sha256(convert_to(v_token, 'UTF8')),
-               attempt          = u.attempt + 1,
-               updated_at       = now()
-         WHERE u.id = (SELECT c.id
-                         FROM switchboard.todos c
-                        WHERE c.endpoint_id = p_endpoint
-                          AND c.queue = ANY ((SELECT g.queues FROM switchboard.scope(p_endpoint) g)::text[])
-                          AND (p_queue IS NULL OR c.queue = p_queue)
-                          AND c.state = 'pending' AND c.attempt < c.max_attempts
-                          AND (v_took_over
-                               OR NOT EXISTS (SELECT 1 FROM switchboard.todos x
-                                               WHERE x.state = 'claimed' AND x.lease_expires_at < now()
-                                                 AND x.endpoint_id = p_endpoint)
-                                  AND NOT EXISTS (SELECT 1 FROM switchboard.todos x
-                                                   WHERE x.next_retry_at <= now() AND x.endpoint_id = p_endpoint))
-                        ORDER BY c.created_at, c.id
-                        LIMIT 1
-                          FOR UPDATE SKIP LOCKED)
-        -- The answer is built once, from the row the UPDATE returns (no copy into a wrapper after).
-        -- The payload is todo_detail_json's, spelled out: that function holds a subquery, so the
-        -- planner cannot inline it, and a SQL function called per row is parsed and planned again
-        -- on every execution of this statement (0.1-0.2 ms a claim, tests/bench pgcost). Here the
-        -- subquery is part of this statement's cached plan and runs only for a delivery's todo.
-        RETURNING jsonb_strip_nulls(jsonb_build_object('empty', false, 'lease_token', v_token))
-                  || jsonb_build_object('todo', switchboard.todo_json(u) || jsonb_build_object(
-                         'payload', CASE WHEN u.event_id IS NULL THEN u.payload
-                                         ELSE (SELECT ev.payload FROM switchboard.webhook_events ev WHERE ev.id = u.event_id) END,
-                         'routing', u.routing))
-          INTO v_answer;
-        IF FOUND THEN
-            RETURN v_answer;
-        END IF;
-        EXIT WHEN v_took_over;
-
-        -- Nothing claimed: say why (not active, queue not granted), or take over the endpoint's
-        -- expired leases and due retries and claim once more, or answer empty. The takeovers
-        -- write, so they run only when these index probes find work.
-        SELECT g.queues,
-               EXISTS (SELECT 1 FROM switchboard.todos
-                        WHERE state = 'claimed' AND lease_expires_at < now() AND endpoint_id = p_endpoint),
-               EXISTS (SELECT 1 FROM switchboard.todos WHERE next_retry_at <= now() AND endpoint_id = p_endpoint)
-          INTO v_queues, v_expired, v_due
-          FROM switchboard.scope(p_endpoint) g;
-        IF NOT FOUND THEN
-            PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
-        END IF;
-        IF p_queue IS NOT NULL AND NOT p_queue = ANY (v_queues) THEN
-            PERFORM switchboard.refuse('forbidden', 'queue is outside the granted queues');
-        END IF;
-        EXIT WHEN NOT (v_expired OR v_due);
-        IF v_expired THEN
-            PERFORM switchboard.requeue_expired(p_endpoint);
-        END IF;
-        IF v_due THEN
-            PERFORM switchboard.release_retries(p_endpoint);
-        END IF;
-        v_took_over := true;
-    END LOOP;
-    RETURN '{"empty": true}'::jsonb;
+    UPDATE switchboard.todos u
+       SET state            = 'claimed',
+           owner            = v_owner,
+           lease_expires_at = now() + v_lease,
+           lease_token_hash = sha256(convert_to(v_token, 'UTF8')),
+           attempt          = u.attempt + 1,
+           updated_at       = now()
+     WHERE u.id = (SELECT c.id
+                     FROM switchboard.todos c
+                    WHERE c.endpoint_id = p_endpoint AND c.queue = ANY (v_queues) AND c.state = 'pending'
+                      AND c.attempt < c.max_attempts
+                    ORDER BY c.created_at, c.id
+                    LIMIT 1
+                      FOR UPDATE SKIP LOCKED)
+    -- The answer is built once, from the row the UPDATE returns (no copy into a wrapper after).
+    -- The payload is todo_detail_json's, spelled out: that function holds a subquery, so the
+    -- planner cannot inline it, and a SQL function called per row is parsed and planned again on
+    -- every execution of this statement (0.1-0.2 ms a claim, tests/bench pgcost). Here the
+    -- subquery is part of this statement's cached plan and runs only for a delivery's todo.
+    RETURNING jsonb_strip_nulls(jsonb_build_object('empty', false, 'lease_token', v_token))
+              || jsonb_build_object('todo', switchboard.todo_json(u) || jsonb_build_object(
+                     'payload', CASE WHEN u.event_id IS NULL THEN u.payload
+                                     ELSE (SELECT ev.payload FROM switchboard.webhook_events ev WHERE ev.id = u.event_id) END,
+                     'routing', u.routing))
+      INTO v_answer;
+    IF NOT FOUND THEN
+        RETURN '{"empty": true}'::jsonb;
+    END IF;
+    RETURN v_answer;
 END
 $$;
 COMMENT ON FUNCTION switchboard.claim_next(uuid, text, int, boolean) IS

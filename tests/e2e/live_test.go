@@ -298,11 +298,11 @@ func changedPackage(t *testing.T) fs.FS {
 			return err
 		}
 		if path == "queue.sql" {
-			const at = "        -- One statement claims in the common case"
+			const at = "    -- The grant, and whether this endpoint has expired leases"
 			if !bytes.Contains(b, []byte(at)) {
 				t.Fatalf("queue.sql has no %q", at)
 			}
-			b = bytes.Replace(b, []byte(at), []byte("        -- (a changed copy)\n"+at), 1)
+			b = bytes.Replace(b, []byte(at), []byte("    -- (a changed copy)\n"+at), 1)
 		}
 		out[path] = &fstest.MapFile{Data: b}
 		return nil

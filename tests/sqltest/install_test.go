@@ -75,8 +75,8 @@ func TestInstallInPlace(t *testing.T) {
 		t.Fatalf("recorded fingerprint %q, %v; want %q", fp, err, res.Fingerprint)
 	}
 
-	changed := packageCopy(t, "queue.sql", "        -- One statement claims in the common case",
-		"        -- (a changed copy)\n        -- One statement claims in the common case")
+	changed := packageCopy(t, "queue.sql", "    -- The grant, and whether this endpoint has expired leases",
+		"    -- (a changed copy)\n    -- The grant, and whether this endpoint has expired leases")
 	res, err = db.MigrateWith(ctx(), conn, db.Options{Code: changed})
 	if err != nil || res.Code != db.CodeInstalled {
 		t.Fatalf("changed package: %+v %v", res, err)
