@@ -12,7 +12,8 @@
 -- first transaction per window (doorbell_window_ms) that gets the doorbell row without waiting
 -- sends one, with payload '*' ("work became ready"). Others skip. Listeners then re-read the
 -- ready todos of every endpoint they serve, at once and once more after the window (trailing
--- re-check), which picks up the todos whose signal was coalesced. Coalescing per database, not
+-- re-check), which picks up the todos whose signal was coalesced, and a last time half a second
+-- later, for a transaction that rang inside the window but committed after the re-check. Coalescing per database, not
 -- per endpoint, bounds the NOTIFY rate however many endpoints are busy.
 -- Inside a window a ring is one read: the settings and the row's time in one statement, no
 -- lock and no write, so ringing transactions share nothing but that read (the UPDATE with its

@@ -283,3 +283,50 @@ func TestGETStreamOutsideNetHTTP(t *testing.T) {
 		}
 	}
 }
+
+// A transaction that runs ring() inside the coalescing window sends no signal; if it commits
+// only after the bell's re-check a window later (a commit stalled on its fsync), the bell's
+// late re-read still rings its todo.
+func TestDoorbellLateCommitRings(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("ann", []string{"inbox"}, nil)
+	c := e.connect(t, ep, nil)
+	ctx := ctxT(t)
+	// The todo's ring must fall inside the window the previous signal opened (40 ms): on a slow
+	// machine an attempt can miss it, and is then rolled back and tried again.
+	for attempt := 1; attempt <= 10; attempt++ {
+		first := e.push(ep, "inbox", "signalled")
+		if _, err := c.WaitNotification(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := e.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var late string
+		var signalled bool
+		if err := tx.QueryRow(ctx, `SELECT todo_id FROM switchboard.create_todo($1, 'inbox', 'committed late')`, ep.ID).Scan(&late); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT switchboard.ring()`).Scan(&signalled); err != nil {
+			t.Fatal(err)
+		}
+		if signalled {
+			_ = tx.Rollback(ctx) // the window was over: not the case under test
+			continue
+		}
+		time.Sleep(300 * time.Millisecond) // well past the window's re-check
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := c.WaitNotification(wctx, late); err != nil {
+			t.Fatalf("the late commit's todo did not ring: %v", err)
+		}
+		t.Logf("rang %v after its commit (attempt %d)", time.Since(start), attempt)
+		return
+	}
+	t.Fatal("no attempt rang inside the coalescing window")
+}
