@@ -280,21 +280,7 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 
 	// --- claim_next + complete -----------------------------------------------------------------
 	fnOp := cycleOp(ep)
-	handOp := func(table string) Op {
-		return func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
-			var id pgtype.UUID
-			err := c.QueryRow(ctx, handClaim(table), ep).Scan(&id)
-			if err == pgx.ErrNoRows {
-				return false, nil
-			}
-			if err != nil {
-				return false, err
-			}
-			_, err = c.Exec(ctx, handDone(table), id)
-			return err == nil, err
-		}
-	}
-	bareOp, fullOp := handOp("bench_bare"), handOp("bench_full")
+	bareOp, fullOp := handOp("bench_bare", ep), handOp("bench_full", ep)
 	const claimWorkers = 16
 	claim := map[string]pathCost{}
 	for round := 0; round < b.Cfg.Rounds; round++ {

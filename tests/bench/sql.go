@@ -54,6 +54,27 @@ func handDone(table string) string {
 	 WHERE id = $1`
 }
 
+// handOp is the minimal hand-written claim and finish of endpoint ep's todos on table: on
+// bench_bare it is the bare baseline, on switchboard.todos (or a copy of it) it pays the real
+// table's indexes but none of the functions.
+func handOp(table string, ep pgtype.UUID) Op {
+	claim, done := handClaim(table), handDone(table)
+	return func(ctx context.Context, _ int, c *pgx.Conn) (bool, error) {
+		var id pgtype.UUID
+		err := c.QueryRow(ctx, claim, ep).Scan(&id)
+		if err == pgx.ErrNoRows {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("hand-written claim: %w", err)
+		}
+		if _, err := c.Exec(ctx, done, id); err != nil {
+			return false, fmt.Errorf("hand-written done: %w", err)
+		}
+		return true, nil
+	}
+}
+
 // wrapperDDL is the hand-written claim and finish on switchboard.todos inside two PL/pgSQL
 // functions that do nothing else ($1 is the function's first argument there too).
 var wrapperDDL = `
@@ -295,26 +316,7 @@ func claimSection(ctx context.Context, b *Bench) ([]Row, error) {
 			return true, nil
 		}
 	}
-	fnOp := callOp("SELECT (switchboard.claim_next($1)->'todo'->>'id')::uuid", "SELECT switchboard.complete($1, $2)",
-		func(id pgtype.UUID) []any { return []any{ep, id} })
-	// handOp is the minimal hand-written claim and finish: on bench_bare it is the bare baseline,
-	// on switchboard.todos it pays the real table's indexes but none of the functions.
-	handOp := func(table string) Op {
-		return func(ctx context.Context, w int, c *pgx.Conn) (bool, error) {
-			var id pgtype.UUID
-			err := c.QueryRow(ctx, handClaim(table), ep).Scan(&id)
-			if err == pgx.ErrNoRows {
-				return false, nil
-			}
-			if err != nil {
-				return false, fmt.Errorf("hand-written claim: %w", err)
-			}
-			if _, err := c.Exec(ctx, handDone(table), id); err != nil {
-				return false, fmt.Errorf("hand-written done: %w", err)
-			}
-			return true, nil
-		}
-	}
+	fnOp := cycleOp(ep)
 	// wrapOp runs the same statements on switchboard.todos inside two PL/pgSQL functions that do
 	// nothing else: the cost of calling through PL/pgSQL at all.
 	if _, err := f.admin.Exec(ctx, wrapperDDL); err != nil {
@@ -327,8 +329,8 @@ func claimSection(ctx context.Context, b *Bench) ([]Row, error) {
 		op          Op
 	}
 	fn := variant{"fn", "switchboard.todos", fnOp}
-	bare := variant{"bare", "bench_bare", handOp("bench_bare")}
-	raw := variant{"raw", "switchboard.todos", handOp("switchboard.todos")}
+	bare := variant{"bare", "bench_bare", handOp("bench_bare", ep)}
+	raw := variant{"raw", "switchboard.todos", handOp("switchboard.todos", ep)}
 	wrap := variant{"wrap", "switchboard.todos", wrapOp}
 	peak := map[string]float64{}
 	window := (cfg.Warmup + cfg.Duration).Seconds()
