@@ -5,31 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"switchboard/tests/e2e/agentclient"
 	"switchboard/tests/testproc"
 )
-
-// haproxyBinary is SWITCHBOARD_HAPROXY (make test installs HAProxy and sets it), else haproxy
-// on PATH. Without either the test cannot run: it fails under make test, skips elsewhere.
-func haproxyBinary(t *testing.T) string {
-	if p := os.Getenv("SWITCHBOARD_HAPROXY"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p
-	}
-	t.Skip("haproxy not installed (make test installs it: tests/lb/ensure-haproxy.sh)")
-	return ""
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -41,70 +23,19 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startHAProxy runs docs/haproxy.cfg, the documented example, with the test's ports.
-func startHAProxy(t *testing.T, front string, replicas ...string) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	example, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "haproxy.cfg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(example)
-	for from, to := range map[string]string{"127.0.0.1:8080": front, "127.0.0.1:8081": replicas[0], "127.0.0.1:8082": replicas[1]} {
-		if !strings.Contains(cfg, from) {
-			t.Fatalf("docs/haproxy.cfg no longer names %s", from)
-		}
-		cfg = strings.ReplaceAll(cfg, from, to)
-	}
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(haproxyBinary(t), "-db", "-f", path) // -db: foreground
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := &testproc.LogBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("haproxy output:\n%s", out.String())
-		}
-	})
-	base := "http://" + front
-	eventually(t, 15*time.Second, "haproxy up with both replicas", func() bool {
-		up := 0
-		for range 4 { // round robin: both replicas must answer
-			resp, err := http.Get(base + "/readyz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				up++
-			}
-		}
-		return up == 4
-	})
-	return base
-}
-
 // Two `switchboard serve` replicas on one database behind HAProxy with the documented sticky
 // routing on Mcp-Session-Id: sessions initialized through it land on both replicas, every
 // later request (tool calls, the doorbell's GET stream) reaches its session, and when a replica
 // stops mid-session its agent initializes again through the balancer and loses no todo.
 func TestReplicasBehindHAProxy(t *testing.T) {
-	haproxyBinary(t) // skip early when it is missing
+	testproc.HAProxy(t) // skip early when it is missing
 	bin := testproc.Switchboard(t)
 	e := newEnv(t)
 	r1, term1 := serveProcess(t, bin, e.dsn)
 	r2, term2 := serveProcess(t, bin, e.dsn)
 	replicas := []*instance{r1, r2}
 	terms := []func() int{term1, term2}
-	lb := startHAProxy(t, freeAddr(t), strings.TrimPrefix(r1.base, "http://"), strings.TrimPrefix(r2.base, "http://"))
+	lb := testproc.StartDocsHAProxy(t, freeAddr(t), strings.TrimPrefix(r1.base, "http://"), strings.TrimPrefix(r2.base, "http://"))
 	lbIn := &instance{base: lb}
 
 	ep := e.vend("lb", []string{"inbox"}, nil)

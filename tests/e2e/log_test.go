@@ -12,31 +12,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"switchboard/tests/testproc"
 )
 
 // captured holds the tests whose server logs are kept for a search (captureLogs).
-var captured sync.Map // *testing.T -> *syncBuffer
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+var captured sync.Map // *testing.T -> *testproc.LogBuffer
 
 // captureLogs keeps, at debug level, every log line of the servers the test starts afterwards.
-func captureLogs(t *testing.T) *syncBuffer {
-	b := &syncBuffer{}
+func captureLogs(t *testing.T) *testproc.LogBuffer {
+	b := &testproc.LogBuffer{}
 	captured.Store(t, b)
 	t.Cleanup(func() { captured.Delete(t) })
 	return b
@@ -46,7 +31,7 @@ func captureLogs(t *testing.T) *syncBuffer {
 // the test's buffer after captureLogs).
 func testLogger(t *testing.T) *slog.Logger {
 	if b, ok := captured.Load(t); ok {
-		return slog.New(slog.NewJSONHandler(b.(*syncBuffer), &slog.HandlerOptions{Level: slog.LevelDebug}))
+		return slog.New(slog.NewJSONHandler(b.(*testproc.LogBuffer), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if os.Getenv("SWITCHBOARD_TEST_LOG") == "" {
 		return slog.New(slog.DiscardHandler)

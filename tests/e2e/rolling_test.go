@@ -19,7 +19,7 @@ import (
 // refused, and no tool call fails: the only client errors are transport errors of calls on a
 // stopped replica's session, retried on a new session.
 func TestRollingRestartBehindHAProxy(t *testing.T) {
-	haproxyBinary(t)
+	testproc.HAProxy(t)
 	bin := testproc.Switchboard(t)
 	e := newEnv(t)
 	env := []string{"SWITCHBOARD_TOOL_RATE=100000/s", "SWITCHBOARD_TOOL_BURST=100000"}
@@ -28,7 +28,7 @@ func TestRollingRestartBehindHAProxy(t *testing.T) {
 	for i, a := range addrs {
 		_, terms[i] = serveProcessAt(t, bin, e.dsn, a, env...)
 	}
-	lb := startHAProxy(t, freeAddr(t), addrs...)
+	lb := testproc.StartDocsHAProxy(t, freeAddr(t), addrs...)
 
 	ep, hook, secret := liveEndpoint(t, e, lb)
 	_, path, ok := strings.Cut(hook, "/webhooks/")

@@ -4,7 +4,6 @@
 package sdk
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -26,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"switchboard/tests/testdb"
+	"switchboard/tests/testproc"
 )
 
 var binary string
@@ -46,24 +46,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// logBuffer collects a process's output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 type env struct {
@@ -97,7 +79,7 @@ func freeAddr(t *testing.T) string {
 type replica struct {
 	base   string
 	cmd    *exec.Cmd
-	out    *logBuffer
+	out    *testproc.LogBuffer
 	exited chan struct{}
 }
 
@@ -128,7 +110,7 @@ func (e *env) serveAt(addr string) *replica {
 	// The drains call faster than the default per-endpoint tool rate allows.
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.dsn, "SWITCHBOARD_ADDR="+addr, "SWITCHBOARD_REAPER_INTERVAL=1s",
 		"SWITCHBOARD_TOOL_RATE=1000000/s", "SWITCHBOARD_TOOL_BURST=1000000")
-	out := &logBuffer{}
+	out := &testproc.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -3,17 +3,13 @@ package sdk
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"switchboard/tests/testproc"
 )
 
 // A rolling restart for MCP 2026-07-28 (issue 26 part 5): two replicas behind docs/haproxy.cfg,
@@ -22,12 +18,12 @@ import (
 // started again on its address. Every todo is done exactly once, and the only client errors
 // are calls in flight on a stopping replica, which the agent tries again.
 func TestRollingRestart2026(t *testing.T) {
-	hap := haproxyBinary(t)
+	testproc.HAProxy(t) // skip early when it is missing
 	e := newEnv(t)
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	replicas := []*replica{e.serveAt(addrs[0]), e.serveAt(addrs[1])}
 	front := freeAddr(t)
-	startDocsHAProxy(t, hap, front, addrs)
+	testproc.StartDocsHAProxy(t, front, addrs...)
 
 	ep := e.vend("roll", []string{"inbox"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -166,60 +162,4 @@ func TestRollingRestart2026(t *testing.T) {
 	if doubled != 0 {
 		t.Fatalf("%d todos completed twice", doubled)
 	}
-}
-
-// runHAProxy runs HAProxy with the configuration cfg until the test ends (its log is shown
-// when the test failed).
-func runHAProxy(t *testing.T, hap, cfg string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(hap, "-db", "-f", path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := &logBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("haproxy:\n%s", out.String())
-		}
-	})
-}
-
-// startDocsHAProxy runs docs/haproxy.cfg, the configuration operators are given, with the
-// test's addresses.
-func startDocsHAProxy(t *testing.T, hap, front string, replicas []string) {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	cfg, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "haproxy.cfg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(cfg)
-	for from, to := range map[string]string{"127.0.0.1:8080": front, "127.0.0.1:8081": replicas[0], "127.0.0.1:8082": replicas[1]} {
-		if !strings.Contains(s, from) {
-			t.Fatalf("docs/haproxy.cfg no longer names %s", from)
-		}
-		s = strings.ReplaceAll(s, from, to)
-	}
-	runHAProxy(t, hap, s)
-	eventually(t, 15*time.Second, "haproxy up with both replicas", func() bool {
-		for range 4 {
-			resp, err := http.Get("http://" + front + "/readyz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				return false
-			}
-		}
-		return true
-	})
 }

@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"switchboard/tests/testproc"
 )
 
 // The released go-sdk client against one server, on 2026-07-28 (its default) and on
@@ -146,18 +146,6 @@ func TestReleasedClient(t *testing.T) {
 	}
 }
 
-// haproxyBinary is SWITCHBOARD_HAPROXY (make test sets it), else haproxy on PATH.
-func haproxyBinary(t *testing.T) string {
-	if p := os.Getenv("SWITCHBOARD_HAPROXY"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p
-	}
-	t.Skip("haproxy not installed (make test installs it: tests/lb/ensure-haproxy.sh)")
-	return ""
-}
-
 // roundRobin is HAProxy in plain round robin over the replicas: no stickiness, no shared
 // session store. X-Replica names the replica that answered.
 const roundRobin = `
@@ -188,11 +176,11 @@ backend replicas
 // mid-drain. Nothing is lost, doubled or refused; the requests in flight on the killed
 // replica are retried on the other.
 func TestRoundRobinDrain(t *testing.T) {
-	hap := haproxyBinary(t)
+	testproc.HAProxy(t) // skip early when it is missing
 	e := newEnv(t)
 	r1, r2 := e.serve(), e.serve()
 	front := freeAddr(t)
-	runHAProxy(t, hap, fmt.Sprintf(roundRobin, front,
+	testproc.RunHAProxy(t, fmt.Sprintf(roundRobin, front,
 		strings.TrimPrefix(r1.base, "http://"), strings.TrimPrefix(r2.base, "http://")))
 
 	ep := e.vend("rr", []string{"inbox"})
