@@ -169,7 +169,7 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 		return
 	}
 	h.mu.Lock()
-	full := len(e.sessions)+e.listens >= h.o.MaxSessions
+	full := e.streams() >= h.o.MaxSessions
 	if !full {
 		e.listens++
 	}

@@ -25,7 +25,7 @@ const capRetryAfter = 60 * time.Second
 // under the same lock as the insert, in newSession) and within its initialize rate.
 func (h *Handler) admitSession(w http.ResponseWriter, e *endpointEntry) bool {
 	h.mu.Lock()
-	full := len(e.sessions)+e.listens >= h.o.MaxSessions // listen streams share the cap (modern.go)
+	full := e.streams() >= h.o.MaxSessions
 	h.mu.Unlock()
 	if full {
 		h.tooManySessions(w)

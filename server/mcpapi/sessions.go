@@ -42,6 +42,10 @@ type endpointEntry struct {
 	revoked  bool
 }
 
+// streams counts what the per-endpoint cap (Options.MaxSessions) bounds: sessions and listen
+// streams together. Handler.mu must be held.
+func (e *endpointEntry) streams() int { return len(e.sessions) + e.listens }
+
 // session is one MCP session. streams, lastSeen, cred and verified are guarded by Handler.mu.
 type session struct {
 	id        string
@@ -374,7 +378,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpoint
 		writeError(w, http.StatusNotFound, store.CodeNotFound, "session not found")
 		return
 	}
-	if len(e.sessions)+e.listens >= h.o.MaxSessions { // the authoritative check (sessionlimit.go)
+	if e.streams() >= h.o.MaxSessions { // the authoritative check (sessionlimit.go)
 		h.mu.Unlock()
 		_ = ss.Close()
 		h.tooManySessions(w)
@@ -546,7 +550,7 @@ func (h *Handler) sweep() {
 						idle = append(idle, s)
 					}
 				}
-				if e.refs == 0 && len(e.sessions) == 0 && e.listens == 0 && now.Sub(e.lastUsed) > entryIdleAfter {
+				if e.refs == 0 && e.streams() == 0 && now.Sub(e.lastUsed) > entryIdleAfter {
 					delete(h.entries, id)
 				}
 			}

@@ -1,6 +1,7 @@
 // Package testproc helps tests that run switchboard as a process or read a server's logs: it
-// builds cmd/switchboard once per test binary, and collects log output written from several
-// goroutines.
+// builds cmd/switchboard once per test binary, collects log output written from several
+// goroutines, and runs HAProxy in front of replicas (haproxy.go). It imports nothing but the
+// standard library, so tests/sdk (its own module, with the released go-sdk) uses it too.
 package testproc
 
 import (
