@@ -252,14 +252,14 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	rec.entry = e
 
 	if modern(r) {
-		h.serveModern(w, r, e, rec) // MCP 2026-07-28: no session (modern.go)
+		h.serveModern(w, r, e, rec, ep.Expires) // MCP 2026-07-28: no session (modern.go)
 		return
 	}
 	switch r.Method {
 	case http.MethodPost:
 		h.servePOST(w, r, e, rec, v)
 	case http.MethodGet:
-		h.serveGET(w, r, e, v)
+		h.serveGET(w, r, e, v, ep.Expires)
 	case http.MethodDelete:
 		h.serveDELETE(w, r, e)
 	default:
@@ -314,7 +314,9 @@ func (h *Handler) trustedSession(r *http.Request, hash []byte) (store.Endpoint, 
 		subtle.ConstantTimeCompare(s.cred, hash) != 1 {
 		return store.Endpoint{}, false
 	}
-	return s.entry.ep, true
+	ep := s.entry.ep
+	ep.Expires = s.until // the expiry of this credential: its GET stream ends then
+	return ep, true
 }
 
 // authenticate resolves a credential hash with one SQL call.

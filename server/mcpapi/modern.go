@@ -63,8 +63,9 @@ func (h *Handler) newStateless() *mcp.StreamableHTTPHandler {
 	})
 }
 
-// serveModern serves one 2026-07-28 request of endpoint e.
-func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, e *endpointEntry, rec *requestLog) {
+// serveModern serves one 2026-07-28 request of endpoint e, whose credential expires at expires
+// (an OAuth access token; zero for an sbk_ credential).
+func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, e *endpointEntry, rec *requestLog, expires time.Time) {
 	rec.entry = e
 	callID := strconv.FormatUint(h.callSeq.Add(1), 36)
 	r.Header.Set(callHeader, callID)
@@ -80,7 +81,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, e *endpoin
 			return
 		}
 		if l, ok := parseListen(body); ok {
-			h.serveListen(w, r, e, l)
+			h.serveListen(w, r, e, l, expires)
 			return
 		}
 		if legacyChannelClient(body) {
@@ -162,8 +163,9 @@ func parseListen(body []byte) (listenRequest, bool) {
 // serveListen serves a subscriptions/listen stream: the SDK's listen handler (the ack, resource
 // subscriptions, resources/updated), and for a client that declares claude/channel the
 // doorbell, by the rules of a session's GET stream (one listener rung per todo, ring-again,
-// a buffer of 16). The stream lives until the client ends the request.
-func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpointEntry, l listenRequest) {
+// a buffer of 16). The stream lives until the client ends the request, or until its credential
+// expires (an OAuth access token) or stops resolving (closeUnresolvedListens).
+func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpointEntry, l listenRequest, expires time.Time) {
 	if h.Draining() {
 		refuseDraining(w) // a new stream belongs on another replica (drain.go)
 		return
@@ -252,6 +254,12 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 		ls.end()
 		h.unauthenticated(w, r, false)
 		return
+	}
+	// A listen has no next request for an expired token to be refused on: it ends at the
+	// expiry, and the client listens again with its refreshed token.
+	if !expires.IsZero() {
+		expiry := time.AfterFunc(time.Until(expires), ls.close)
+		ends = append(ends, func() { expiry.Stop() })
 	}
 	// As StreamableHTTPHandler does (modern() checked the version), so the transport serves
 	// the request on 2026-07-28 (server/third_party/go-sdk/SWITCHBOARD.md, patch 4).

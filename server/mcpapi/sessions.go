@@ -445,8 +445,9 @@ func (h *Handler) dropSession(s *session) {
 	}
 }
 
-// serveGET serves the session's standalone SSE stream, which carries the doorbell.
-func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified) {
+// serveGET serves the session's standalone SSE stream, which carries the doorbell, until the client
+// leaves, the session ends or the credential it was opened with expires.
+func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified, expires time.Time) {
 	if _, stream := accepts(r); !stream {
 		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Accept must include text/event-stream")
 		return
@@ -458,8 +459,15 @@ func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEn
 	if s == nil {
 		return
 	}
-	if h.serveStream(w, r, s) {
+	if h.serveStream(w, r, s, expires) {
 		return
+	}
+	// The SDK's stream ends at the expiry too: it has no next request to be refused on, and the
+	// client opens another with its refreshed token.
+	if !expires.IsZero() {
+		ctx, cancel := context.WithDeadline(r.Context(), expires)
+		defer cancel()
+		r = r.WithContext(ctx)
 	}
 	sw := &streamWriter{ResponseWriter: w, onOpen: func() {
 		h.mu.Lock()

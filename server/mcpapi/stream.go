@@ -88,8 +88,9 @@ func (es *eventStream) close() {
 }
 
 // serveStream serves an accepted GET stream of s over the hijacked connection. It reports false
-// when the connection cannot be hijacked; the caller then lets the SDK serve the stream.
-func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session) bool {
+// when the connection cannot be hijacked; the caller then lets the SDK serve the stream. The
+// stream ends at expires, when its credential (an OAuth access token) expires; zero: never.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session, expires time.Time) bool {
 	if r.ProtoMajor != 1 || r.ProtoMinor < 1 || len(r.Header.Values("Last-Event-ID")) > 0 {
 		return false // chunked encoding needs HTTP/1.1; HTTP/2 cannot be hijacked
 	}
@@ -146,7 +147,12 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, s *session
 	if s.bell != nil {
 		s.bell.StreamOpened()
 	}
+	stop := func() bool { return false }
+	if !expires.IsZero() {
+		stop = time.AfterFunc(time.Until(expires), es.close).Stop
+	}
 	es.watch(rw, func() {
+		stop()
 		s.stream.CompareAndSwap(es, nil)
 		h.streamClosed(s)
 	})

@@ -463,6 +463,38 @@ func TestOAuthRefusals(t *testing.T) {
 			t.Fatalf("refresh after expiry: %+v", tr2)
 		}
 	})
+	t.Run("streams end with their token", func(t *testing.T) {
+		// A stream has no next request on which to refuse an expired token: the server ends
+		// the 2026-07-28 listen and the 2025 GET stream at the token's expiry.
+		tr := e.tokens(c, ep)
+		var exp time.Time
+		_ = e.pool.QueryRow(context.Background(), `SELECT max(expires_at) FROM switchboard.oauth_tokens WHERE kind = 'access'`).Scan(&exp)
+		_, listen := openListen(t, e.url(ep), tr.AccessToken,
+			map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}}, map[string]any{})
+		init := rawRequest(t, "POST", e.url(ep), tr.AccessToken, []byte(initBody), mcpHeaders)
+		get := rawRequest(t, "GET", e.url(ep), tr.AccessToken, nil, map[string]string{
+			"Accept": "text/event-stream", "Mcp-Session-Id": init.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-06-18"})
+		if listen == nil || get.StatusCode != http.StatusOK {
+			t.Fatalf("streams with a fresh token: listen %v, GET %d", listen != nil, get.StatusCode)
+		}
+		ended := make(chan time.Time, 2)
+		for _, body := range []io.Reader{listen, get.Body} {
+			go func() {
+				_, _ = io.Copy(io.Discard, body)
+				ended <- time.Now()
+			}()
+		}
+		for _, name := range []string{"first", "second"} {
+			select {
+			case at := <-ended:
+				if early := exp.Sub(at); early > 50*time.Millisecond {
+					t.Fatalf("the %s stream ended %s before its token expired", name, early)
+				}
+			case <-time.After(time.Until(exp) + 2*time.Second):
+				t.Fatalf("the %s stream outlived its token by 2 s", name)
+			}
+		}
+	})
 	t.Run("reused refresh token revokes the family", func(t *testing.T) {
 		tr := e.tokens(c, ep)
 		tr2 := c.refresh(tr.RefreshToken)
