@@ -96,6 +96,34 @@ func TestConformance(t *testing.T) {
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(proxy.Close)
+	results := t.TempDir()
+	t.Cleanup(func() { logFailedChecks(t, results) }) // before the folder goes
 	runNode(t, 120*time.Second, nil, "node_modules/@modelcontextprotocol/conformance/dist/index.js",
-		"server", "--suite", "all", "--url", proxy.URL+"/mcp/"+ep.Slug, "--expected-failures", "conformance-expected-failures.yml")
+		"server", "--suite", "all", "--url", proxy.URL+"/mcp/"+ep.Slug, "--expected-failures", "conformance-expected-failures.yml",
+		"--output-dir", results)
+}
+
+// logFailedChecks logs, when the test failed, every failed check the suite saved with its
+// message and details: its summary names an unexpected failure but not why.
+func logFailedChecks(t *testing.T, dir string) {
+	if !t.Failed() {
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "checks.json"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var checks []struct {
+			ID, Status, ErrorMessage string
+			Details                  json.RawMessage
+		}
+		_ = json.Unmarshal(raw, &checks)
+		for _, c := range checks {
+			if c.Status == "FAILURE" {
+				t.Logf("%s: %s: %s %s", filepath.Base(filepath.Dir(f)), c.ID, c.ErrorMessage, c.Details)
+			}
+		}
+	}
 }
