@@ -29,6 +29,7 @@ import (
 	"switchboard/db"
 	"switchboard/server"
 	"switchboard/tests/e2e/agentclient"
+	"switchboard/tests/testdb"
 	"switchboard/tests/testproc"
 )
 
@@ -285,34 +286,6 @@ func liveEndpoint(t *testing.T, e *env, base string) (endpoint, string, string) 
 	return ep, w.IngestURL, w.SigningSecret
 }
 
-// changedPackage is the code package with claim_next's body changed (a comment).
-func changedPackage(t *testing.T) fs.FS {
-	t.Helper()
-	out := fstest.MapFS{}
-	err := fs.WalkDir(db.Code(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(db.Code(), path)
-		if err != nil {
-			return err
-		}
-		if path == "queue.sql" {
-			const at = "    -- The grant, and whether this endpoint has expired leases"
-			if !bytes.Contains(b, []byte(at)) {
-				t.Fatalf("queue.sql has no %q", at)
-			}
-			b = bytes.Replace(b, []byte(at), []byte("    -- (a changed copy)\n"+at), 1)
-		}
-		out[path] = &fstest.MapFile{Data: b}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // The acceptance test of the in-place install: 16 agents drain and a sender delivers signed
 // webhooks while `switchboard migrate` runs 20 times with nothing to apply, then a package
 // whose claim_next body differs is installed and the real one again. No tool call fails, no
@@ -342,7 +315,9 @@ func TestMigrateUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	for _, pkg := range []fs.FS{changedPackage(t), nil} {
+	for _, pkg := range []fs.FS{testdb.ChangedCode(t, "queue.sql", // claim_next's body, changed by a comment
+		"    -- The grant, and whether this endpoint has expired leases",
+		"    -- (a changed copy)\n    -- The grant, and whether this endpoint has expired leases"), nil} {
 		res, err := db.MigrateWith(context.Background(), conn, db.Options{Code: pkg})
 		if err != nil || res.Code != db.CodeInstalled {
 			t.Fatalf("install: %+v %v", res, err)

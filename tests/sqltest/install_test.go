@@ -12,38 +12,8 @@ import (
 	"github.com/jackc/tern/v2/migrate"
 
 	"switchboard/db"
+	"switchboard/tests/testdb"
 )
-
-// packageCopy is the embedded code package with each replacement made once in file; it fails
-// the test when a replacement finds nothing.
-func packageCopy(t *testing.T, file string, replace ...string) fs.FS {
-	t.Helper()
-	out := fstest.MapFS{}
-	err := fs.WalkDir(db.Code(), ".", func(path string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(db.Code(), path)
-		if err != nil {
-			return err
-		}
-		s := string(b)
-		if path == file {
-			for i := 0; i+1 < len(replace); i += 2 {
-				if !strings.Contains(s, replace[i]) {
-					t.Fatalf("%s has no %q", file, replace[i])
-				}
-				s = strings.Replace(s, replace[i], replace[i+1], 1)
-			}
-		}
-		out[path] = &fstest.MapFile{Data: []byte(s)}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // oids lists every function, view and trigger of the schema with its OID.
 func oids(d *DB) []string {
@@ -75,7 +45,7 @@ func TestInstallInPlace(t *testing.T) {
 		t.Fatalf("recorded fingerprint %q, %v; want %q", fp, err, res.Fingerprint)
 	}
 
-	changed := packageCopy(t, "queue.sql", "    -- The grant, and whether this endpoint has expired leases",
+	changed := testdb.ChangedCode(t, "queue.sql", "    -- The grant, and whether this endpoint has expired leases",
 		"    -- (a changed copy)\n    -- The grant, and whether this endpoint has expired leases")
 	res, err = db.MigrateWith(ctx(), conn, db.Options{Code: changed})
 	if err != nil || res.Code != db.CodeInstalled {
@@ -99,7 +69,7 @@ func TestInstallInPlace(t *testing.T) {
 	}
 
 	// A changed trigger is created again (same name, new definition), and only it.
-	trig := packageCopy(t, "identity.sql", "WHEN (OLD.state = 'active' AND NEW.state <> 'active')",
+	trig := testdb.ChangedCode(t, "identity.sql", "WHEN (OLD.state = 'active' AND NEW.state <> 'active')",
 		"WHEN (OLD.state = 'active' AND NEW.state IS DISTINCT FROM 'active')")
 	if _, err := db.MigrateWith(ctx(), conn, db.Options{Code: trig}); err != nil {
 		t.Fatal(err)

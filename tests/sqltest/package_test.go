@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"switchboard/db"
+	"switchboard/tests/testdb"
 )
 
 // packageObjects reads the names the code package defines, per kind, from its files.
@@ -173,7 +174,7 @@ func TestMigrateAgainReinstallsThePackage(t *testing.T) {
 		t.Fatalf("install with a view on a package view: %v", err)
 	}
 	d.exec(`CREATE FUNCTION switchboard.gone() RETURNS int LANGUAGE sql AS 'SELECT 1'`)
-	broken := packageCopy(t, "views.sql", "CREATE OR REPLACE VIEW switchboard.dead_letters AS", "CREATE OR REPLACE VIEW switchboard.dead_letters AS SELECT nonsense;\nSELECT")
+	broken := testdb.ChangedCode(t, "views.sql", "CREATE OR REPLACE VIEW switchboard.dead_letters AS", "CREATE OR REPLACE VIEW switchboard.dead_letters AS SELECT nonsense;\nSELECT")
 	if _, err := db.MigrateWith(ctx(), conn, db.Options{Code: broken}); err == nil {
 		t.Fatal("a broken package installed")
 	}
