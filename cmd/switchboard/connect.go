@@ -77,12 +77,7 @@ func runEndpointGrants(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	list, err := queryList(ctx, conn, `SELECT switchboard.oauth_grant_list(switchboard.endpoint_id($1))`, pos[0])
+	list, err := c.list(ctx, `SELECT switchboard.oauth_grant_list(switchboard.endpoint_id($1))`, pos[0])
 	if err != nil {
 		return err
 	}
@@ -109,12 +104,7 @@ func runEndpointRevokeGrant(ctx context.Context, c *cli, args []string) error {
 	if !uuidShape(pos[0]) {
 		return usagef("endpoint revoke-grant: %q is not a grant id (a UUID; see switchboard endpoint grants)", pos[0])
 	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	r, err := queryObject(ctx, conn, `SELECT switchboard.oauth_grant_revoke($1::uuid)`, pos[0])
+	r, err := c.object(ctx, `SELECT switchboard.oauth_grant_revoke($1::uuid)`, pos[0])
 	if err != nil {
 		return err
 	}

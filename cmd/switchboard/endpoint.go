@@ -241,12 +241,7 @@ func runEndpointRevoke(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	r, err := queryObject(ctx, conn, `SELECT switchboard.endpoint_revoke(switchboard.endpoint_id($1))`, pos[0])
+	r, err := c.object(ctx, `SELECT switchboard.endpoint_revoke(switchboard.endpoint_id($1))`, pos[0])
 	if err != nil {
 		return err
 	}

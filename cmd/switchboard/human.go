@@ -12,12 +12,7 @@ func runHumanAdd(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	h, err := queryObject(ctx, conn, `SELECT switchboard.human_add($1)`, pos[0])
+	h, err := c.object(ctx, `SELECT switchboard.human_add($1)`, pos[0])
 	if err != nil {
 		return err
 	}

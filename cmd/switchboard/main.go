@@ -381,6 +381,26 @@ func queryJSON(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (an
 	return v, nil
 }
 
+// object and list run one SQL call, answering a JSON object or an array of them, on a
+// connection of their own: most commands are one call.
+func (c *cli) object(ctx context.Context, sql string, args ...any) (map[string]any, error) {
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	return queryObject(ctx, conn, sql, args...)
+}
+
+func (c *cli) list(ctx context.Context, sql string, args ...any) ([]map[string]any, error) {
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	return queryList(ctx, conn, sql, args...)
+}
+
 // queryObject is queryJSON for a function returning a JSON object.
 func queryObject(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (map[string]any, error) {
 	v, err := queryJSON(ctx, conn, sql, args...)

@@ -182,12 +182,7 @@ func runTodoRedrive(ctx context.Context, c *cli, args []string) error {
 			sinceArg = t
 		}
 	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	r, err := queryObject(ctx, conn, `
+	r, err := c.object(ctx, `
 		SELECT switchboard.redrive(p_todo => $1::uuid,
 		         p_endpoint => CASE WHEN $2::text IS NOT NULL THEN switchboard.endpoint_id($2) END,
 		         p_queue => $3, p_since => $4::timestamptz, p_by => $5)`,
@@ -214,12 +209,7 @@ func runTodoCancel(ctx context.Context, c *cli, args []string) error {
 	if !uuidRE.MatchString(pos[0]) {
 		return usagef("todo cancel: todo id must be a UUID, got %q", pos[0])
 	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	r, err := queryObject(ctx, conn, `SELECT switchboard.cancel($1::uuid, $2)`, pos[0], operator())
+	r, err := c.object(ctx, `SELECT switchboard.cancel($1::uuid, $2)`, pos[0], operator())
 	if err != nil {
 		return err
 	}
