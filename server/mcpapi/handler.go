@@ -460,29 +460,19 @@ func (h *Handler) Revoke(endpointID string) {
 func (h *Handler) Rotated(ctx context.Context, endpointID string) {
 	h.mu.Lock()
 	h.forgetCredentialsLocked(endpointID) // checked again on their next request
-	e := h.entries[endpointID]
-	byCred := map[string][]*session{}
-	if e != nil {
+	byCred := map[string][]func(){}
+	if e := h.entries[endpointID]; e != nil {
 		for _, s := range e.sessions {
-			byCred[string(s.cred)] = append(byCred[string(s.cred)], s)
+			byCred[string(s.cred)] = append(byCred[string(s.cred)], func() {
+				h.mu.Lock()
+				s.verified = 0 // never trusted again, even if a request races the close
+				h.mu.Unlock()
+				_ = s.ss.Close()
+			})
 		}
 	}
 	h.mu.Unlock()
-	closed := 0
-	for cred, sessions := range byCred {
-		ep, ok, err := h.o.Store.ResolveCredential(ctx, []byte(cred))
-		if err == nil && ok && ep.ID == endpointID {
-			continue
-		}
-		// Unknown, or the lookup failed: close rather than trust a credential that may be gone.
-		for _, s := range sessions {
-			h.mu.Lock()
-			s.verified = 0 // never trusted again, even if a request races the close
-			h.mu.Unlock()
-			_ = s.ss.Close()
-			closed++
-		}
-	}
+	closed := h.closeUnresolved(ctx, endpointID, byCred)
 	listens := h.closeUnresolvedListens(ctx, endpointID)
 	if closed+listens > 0 {
 		h.log.Info("endpoint credential rotated; sessions closed", "endpoint_id", endpointID, "sessions", closed, "listen_streams", listens)
@@ -490,25 +480,32 @@ func (h *Handler) Rotated(ctx context.Context, endpointID string) {
 }
 
 // closeUnresolvedListens closes the listen streams of an endpoint whose credential no longer
-// resolves to it (or cannot be checked now). A session is checked again on its next request; a
-// listen stream has none, so it is checked here. It returns how many it closed.
+// resolves to it. A session is checked again on its next request; a listen stream has none, so
+// it is checked here. It returns how many it closed.
 func (h *Handler) closeUnresolvedListens(ctx context.Context, endpointID string) int {
 	h.mu.Lock()
-	byCred := map[string][]*listenStream{}
+	byCred := map[string][]func(){}
 	if e := h.entries[endpointID]; e != nil {
 		for ls := range e.open {
-			byCred[string(ls.cred)] = append(byCred[string(ls.cred)], ls)
+			byCred[string(ls.cred)] = append(byCred[string(ls.cred)], ls.close)
 		}
 	}
 	h.mu.Unlock()
+	return h.closeUnresolved(ctx, endpointID, byCred)
+}
+
+// closeUnresolved resolves each credential hash of byCred once and runs the closers of those that
+// no longer resolve to the endpoint. A lookup that fails closes too, rather than trust a
+// credential that may be gone. It returns how many closers it ran.
+func (h *Handler) closeUnresolved(ctx context.Context, endpointID string, byCred map[string][]func()) int {
 	closed := 0
-	for cred, listens := range byCred {
+	for cred, closers := range byCred {
 		ep, ok, err := h.o.Store.ResolveCredential(ctx, []byte(cred))
 		if err == nil && ok && ep.ID == endpointID {
 			continue
 		}
-		for _, ls := range listens {
-			ls.close()
+		for _, end := range closers {
+			end()
 			closed++
 		}
 	}
