@@ -206,6 +206,17 @@ func openListen(t *testing.T, url, cred string, caps map[string]any, notificatio
 	return resp, rd
 }
 
+// streamEnd reports when a stream's body ends (the server closed it); the body is read and
+// dropped until then.
+func streamEnd(body io.Reader) <-chan time.Time {
+	end := make(chan time.Time, 1)
+	go func() {
+		_, _ = io.Copy(io.Discard, body)
+		end <- time.Now()
+	}()
+	return end
+}
+
 // nextEvent reads the next SSE data line of a stream as JSON.
 func nextEvent(t *testing.T, rd *bufio.Reader, within time.Duration) map[string]any {
 	t.Helper()
@@ -320,20 +331,14 @@ func TestModernListenRevoked(t *testing.T) {
 	_, channel := openListen(t, e.url(ep), ep.Cred, map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}},
 		map[string]any{})
 	_, res := openListen(t, e.url(ep), ep.Cred, nil, map[string]any{"resourceSubscriptions": []string{uri}})
-	ended := make(chan string, 2)
-	for name, rd := range map[string]*bufio.Reader{"channel": channel, "resource": res} {
-		go func() {
-			_, _ = io.ReadAll(rd) // ends with the stream
-			ended <- name
-		}()
-	}
+	ends := map[string]<-chan time.Time{"channel": streamEnd(channel), "resource": streamEnd(res)}
 	e.exec(`SELECT switchboard.endpoint_revoke($1)`, ep.ID)
-	for range 2 {
+	for name, end := range ends {
 		select {
-		case name := <-ended:
+		case <-end:
 			t.Logf("%s listen stream ended", name)
 		case <-time.After(3 * time.Second):
-			t.Fatal("a listen stream outlived its endpoint's revocation by 3 s")
+			t.Fatalf("the %s listen stream outlived its endpoint's revocation by 3 s", name)
 		}
 	}
 }
@@ -345,16 +350,8 @@ func TestModernListenCredentialChecked(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("rotated-listens", []string{"inbox"}, nil)
 	caps := map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}}
-	ends := func(rd *bufio.Reader) chan struct{} {
-		done := make(chan struct{})
-		go func() {
-			_, _ = io.ReadAll(rd)
-			close(done)
-		}()
-		return done
-	}
 	_, rd := openListen(t, e.url(ep), ep.Cred, caps, map[string]any{})
-	old := ends(rd)
+	old := streamEnd(rd)
 	next := ep
 	next.Cred = "sbk_rotated_" + itoa(int(time.Now().UnixNano()))
 	e.exec(`SELECT switchboard.endpoint_rotate($1, $2, $3, NULL)`, ep.ID, store.CredentialHash(next.Cred), next.Cred[:8])
@@ -365,7 +362,7 @@ func TestModernListenCredentialChecked(t *testing.T) {
 	}
 
 	_, rd = openListen(t, e.url(next), next.Cred, caps, map[string]any{})
-	kept := ends(rd)
+	kept := streamEnd(rd)
 	e.srv.MCP().Recheck(ep.ID) // the credential still resolves: the stream stays
 	select {
 	case <-kept:

@@ -477,16 +477,10 @@ func TestOAuthRefusals(t *testing.T) {
 		if listen == nil || get.StatusCode != http.StatusOK {
 			t.Fatalf("streams with a fresh token: listen %v, GET %d", listen != nil, get.StatusCode)
 		}
-		ended := make(chan time.Time, 2)
-		for _, body := range []io.Reader{listen, get.Body} {
-			go func() {
-				_, _ = io.Copy(io.Discard, body)
-				ended <- time.Now()
-			}()
-		}
-		for _, name := range []string{"first", "second"} {
+		ends := map[string]<-chan time.Time{"listen": streamEnd(listen), "GET": streamEnd(get.Body)}
+		for name, end := range ends {
 			select {
-			case at := <-ended:
+			case at := <-end:
 				if early := exp.Sub(at); early > 50*time.Millisecond {
 					t.Fatalf("the %s stream ended %s before its token expired", name, early)
 				}
