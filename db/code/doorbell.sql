@@ -13,8 +13,9 @@
 -- sends one, with payload '*' ("work became ready"). Others skip. Listeners then re-read the
 -- ready todos of every endpoint they serve, at once and once more after the window (trailing
 -- re-check), which picks up the todos whose signal was coalesced, and a last time half a second
--- later, for a transaction that rang inside the window but committed after the re-check. Coalescing per database, not
--- per endpoint, bounds the NOTIFY rate however many endpoints are busy.
+-- later, for a transaction that rang inside the window but committed after the re-check.
+-- Coalescing per database, not per endpoint, bounds the NOTIFY rate however many endpoints are
+-- busy.
 -- Inside a window a ring is one read: the settings and the row's time in one statement, no
 -- lock and no write, so ringing transactions share nothing but that read (the UPDATE with its
 -- SKIP LOCKED subquery ran in every one of them before). Only a ring that finds the window

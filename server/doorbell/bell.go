@@ -7,13 +7,13 @@
 // todos of any endpoint became ready since its cursor (switchboard.ready_todos_since), now,
 // once more after the coalescing window, because ring() notifies at most once per
 // doorbell_window_ms for the whole database, and a last time half a second after that, for a
-// transaction that rang inside the window but committed late. Each read moves the one cursor up to its own clock
-// (less a second for transactions that commit late), so a read costs what became ready since,
-// not the number of endpoints with sessions here: nothing on the signal's path walks them. Each
-// new ready todo goes to ONE session of its
-// endpoint with an open GET stream (round-robin) through that session's buffer of 16; a full
-// buffer drops the notification. A session whose stream opens is rung for the endpoint's
-// oldest pending todos. Nothing waits on a client.
+// transaction that rang inside the window but committed late. Each read moves the one cursor up
+// to its own clock (less a second for transactions that commit late), so a read costs what
+// became ready since, not the number of endpoints with sessions here: nothing on the signal's
+// path walks them. Each new ready todo goes to ONE session of its endpoint with an open GET
+// stream (round-robin) through that session's buffer of 16; a full buffer drops the
+// notification. A session whose stream opens is rung for the endpoint's oldest pending todos.
+// Nothing waits on a client.
 //
 // Around that: a ready todo goes first to a claim_next call of its endpoint that waits for work
 // (wait.go), and then rings no session; a ring that went to a session which made no tool call
