@@ -413,9 +413,9 @@ func (h *Handler) Close() {
 	}
 }
 
-// Revoke closes the live sessions and listen streams of an endpoint (its credential no longer resolves). The
-// endpoint stays known as revoked for a while, so that a request whose credential lookup
-// raced the revocation cannot open a new session for it (acquire).
+// Revoke closes the live sessions and listen streams of an endpoint (its credential no longer
+// resolves). The endpoint stays known as revoked for a while, so that a request whose
+// credential lookup raced the revocation cannot open a new session for it (acquire).
 func (h *Handler) Revoke(endpointID string) {
 	h.mu.Lock()
 	h.revoked[endpointID] = time.Now()

@@ -445,8 +445,8 @@ func (h *Handler) dropSession(s *session) {
 	}
 }
 
-// serveGET serves the session's standalone SSE stream, which carries the doorbell, until the client
-// leaves, the session ends or the credential it was opened with expires.
+// serveGET serves the session's standalone SSE stream, which carries the doorbell, until the
+// client leaves, the session ends or the credential it was opened with expires.
 func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified, expires time.Time) {
 	if _, stream := accepts(r); !stream {
 		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Accept must include text/event-stream")
