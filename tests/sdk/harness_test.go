@@ -201,6 +201,27 @@ type recorder struct {
 	sessionID []string
 	replicas  []string
 	versions  map[string]bool
+	acks      int // notifications/subscriptions/acknowledged received: the subscriptions are live
+}
+
+// acked is how many listen streams the server has acknowledged so far.
+func (r *recorder) acked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acks
+}
+
+// countAcks is the client's receiving middleware that counts acknowledgements (the SDK's own
+// handler drops them).
+func (r *recorder) countAcks(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/subscriptions/acknowledged" {
+			r.mu.Lock()
+			r.acks++
+			r.mu.Unlock()
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -230,6 +251,7 @@ func connect(t *testing.T, url, cred, version string, opts *mcp.ClientOptions) (
 	t.Helper()
 	rec := &recorder{cred: cred}
 	client := mcp.NewClient(&mcp.Implementation{Name: "sdk-test", Version: "1"}, opts)
+	client.AddReceivingMiddleware(rec.countAcks)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var so *mcp.ClientSessionOptions
