@@ -60,7 +60,7 @@ func TestDoorbellOneSessionPerTodo(t *testing.T) {
 	per := map[*agentclient.Client]int{}
 	for i := 0; i < 8; i++ {
 		id := e.push(ep, "inbox", fmt.Sprint("todo ", i))
-		deadline := time.After(2 * time.Second)
+		deadline := time.After(soon)
 	wait:
 		for {
 			select {
@@ -117,7 +117,7 @@ func TestDoorbellRingOnAttach(t *testing.T) {
 			if n.Meta["todo_id"] != ids[i] {
 				t.Fatalf("attach ring %d: %s, want %s", i, n.Meta["todo_id"], ids[i])
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(soon):
 			t.Fatalf("attach ring %d missing", i)
 		}
 	}
@@ -157,7 +157,7 @@ func TestDoorbellFullBufferNeverBlocksProducers(t *testing.T) {
 	for round := 0; round < 20 && dropped() == 0; round++ {
 		start := time.Now()
 		e.exec(`SELECT switchboard.create_todo($1, 'inbox', repeat('x', 400) || i) FROM generate_series(1, 100) i`, ep.ID)
-		if d := time.Since(start); d > 3*time.Second { // blocking on the session would be forever
+		if d := time.Since(start); d > soon { // blocking on the session would be forever
 			t.Fatalf("creating 100 todos took %v", d)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -169,7 +169,7 @@ func TestDoorbellFullBufferNeverBlocksProducers(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		start := time.Now()
 		e.push(ep, "inbox", "after")
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > soon {
 			t.Fatalf("create_todo took %v with a stuck session", d)
 		}
 	}
@@ -265,7 +265,7 @@ func TestGETStreamOutsideNetHTTP(t *testing.T) {
 				t.Fatal("stream ended before the ring")
 			}
 			got = strings.HasPrefix(l, "data: ") && strings.Contains(l, id) && strings.Contains(l, "notifications/claude/channel")
-		case <-time.After(2 * time.Second):
+		case <-time.After(soon):
 			t.Fatal("no ring on the stream")
 		}
 	}
@@ -320,7 +320,7 @@ func TestDoorbellLateCommitRings(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		wctx, cancel := context.WithTimeout(context.Background(), soon)
 		defer cancel()
 		if _, err := c.WaitNotification(wctx, late); err != nil {
 			t.Fatalf("the late commit's todo did not ring: %v", err)

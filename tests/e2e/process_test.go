@@ -110,7 +110,7 @@ func TestTwoServeProcesses(t *testing.T) {
 		return res.ID
 	}
 	id := push()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), soon)
 	defer cancel()
 	if _, err := on1.WaitNotification(ctx, id); err != nil {
 		t.Fatalf("process 1: %v", err)

@@ -25,11 +25,11 @@ func TestRingAgainReachesTheWorkingSession(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		pushed := time.Now()
 		id := e.push(ep, "inbox", fmt.Sprint("todo ", i))
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), soon)
 		n, err := active.WaitNotification(ctx, id)
 		cancel()
 		if err != nil {
-			t.Fatalf("todo %d: the active session was not rung within 3 s", i)
+			t.Fatalf("todo %d: the active session was not rung within %v", i, soon)
 		}
 		if d := n.At.Sub(pushed); d > time.Second {
 			again++
@@ -218,7 +218,7 @@ func TestClaimWaitAcrossServers(t *testing.T) {
 		if w.Todo == nil || w.Todo.ID != id {
 			t.Fatalf("answer %+v", w)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(soon):
 		t.Fatal("the waiting call on the other server was not woken")
 	}
 }

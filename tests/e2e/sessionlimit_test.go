@@ -54,7 +54,7 @@ func TestSessionCapPerEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The 64 initializes spent the burst: the next one waits for the rate (2/s) to refill.
-	eventually(t, 3*time.Second, "an initialize after a close", func() bool {
+	eventually(t, soon, "an initialize after a close", func() bool {
 		return rawRequest(t, "POST", e.url(ep), ep.Cred, []byte(initBody), mcpHeaders).StatusCode == http.StatusOK
 	})
 }

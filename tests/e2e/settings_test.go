@@ -23,8 +23,8 @@ func (e *env) settingsSet(t *testing.T, key, value string) {
 
 // `settings set` reaches a running server at once (settings_set notifies switchboard_settings
 // on the doorbell's LISTEN connection): with ring_again_seconds set to 1 from the default 15, a
-// todo rung to a silent session is rung again on the working one within 2 s; and the other
-// doorbell settings apply within 1 s.
+// todo rung to a silent session is rung again on the working one well before 15 s; and the
+// other doorbell settings apply well before the doorbell's 30 s re-read.
 func TestSettingsSetAppliesAtOnce(t *testing.T) {
 	testproc.Switchboard(t) // built before anything is timed
 	e := newEnv(t)
@@ -40,7 +40,7 @@ func TestSettingsSetAppliesAtOnce(t *testing.T) {
 
 	set := time.Now()
 	e.settingsSet(t, "ring_again_seconds", "1")
-	eventually(t, time.Second, "ring_again_seconds applied", func() bool {
+	eventually(t, soon, "ring_again_seconds applied", func() bool {
 		_, again, _ := bell.Settings()
 		return again == time.Second
 	})
@@ -50,11 +50,11 @@ func TestSettingsSetAppliesAtOnce(t *testing.T) {
 	for i := range 2 {
 		pushed := time.Now()
 		id := e.push(ep, "inbox", fmt.Sprint("todo ", i))
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), soon) // ring_again_seconds was 15
 		n, err := working.WaitNotification(ctx, id)
 		cancel()
 		if err != nil {
-			t.Fatalf("todo %d: the working session was not rung within 2 s", i)
+			t.Fatalf("todo %d: the working session was not rung within %v", i, soon)
 		}
 		d := n.At.Sub(pushed)
 		call[todo](t, working, "claim", map[string]any{"id": id})
@@ -64,7 +64,7 @@ func TestSettingsSetAppliesAtOnce(t *testing.T) {
 			for _, key := range []struct{ k, v string }{{"claim_wait_max_seconds", "7"}, {"doorbell_window_ms", "25"}} {
 				start := time.Now()
 				e.settingsSet(t, key.k, key.v)
-				eventually(t, time.Second, key.k+" applied", func() bool {
+				eventually(t, soon, key.k+" applied", func() bool {
 					w, _, wait := bell.Settings()
 					return map[string]bool{"claim_wait_max_seconds": wait == 7*time.Second,
 						"doorbell_window_ms": w == 25*time.Millisecond}[key.k]

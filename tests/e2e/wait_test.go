@@ -125,7 +125,7 @@ func TestClaimWaitHoldsNoConnection(t *testing.T) {
 	// A waiting call holds no connection, so the pool drains to none acquired while all 40
 	// wait. Poll briefly: the doorbell's own short reads may hold one at any one instant.
 	pool := e.srv.Store().Pool()
-	for deadline := time.Now().Add(2 * time.Second); pool.Stat().AcquiredConns() != 0; {
+	for deadline := time.Now().Add(soon); pool.Stat().AcquiredConns() != 0; {
 		if time.Now().After(deadline) {
 			st := pool.Stat()
 			t.Fatalf("%d pool connections acquired by 40 waiting calls (pool of %d)", st.AcquiredConns(), st.MaxConns())
@@ -152,7 +152,7 @@ func TestClaimWaitHoldsNoConnection(t *testing.T) {
 		if w.Todo == nil || w.Todo.ID != id {
 			t.Fatalf("first answer %+v", w)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(soon):
 		t.Fatal("no waiting call returned the todo")
 	}
 	e.waitingAt(t, 39)
@@ -269,7 +269,7 @@ func TestClaimWaitEndsOnRevoke(t *testing.T) {
 		if agentclient.CodeOf(err) != "forbidden" {
 			t.Fatalf("the waiting call of a revoked endpoint answered %v, want forbidden", err)
 		}
-	case <-time.After(3 * time.Second):
+	case <-time.After(soon):
 		t.Fatal("the waiting call outlived the revoke")
 	}
 	e.waitingAt(t, 0)
@@ -298,7 +298,7 @@ func TestClaimWaitEndsOnShutdown(t *testing.T) {
 		if !w.Empty || w.Todo != nil {
 			t.Fatalf("answer %+v", w)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(4 * time.Second): // under the 5 s shutdown timeout, which would end it anyway
 		t.Fatal("the waiting call held up shutdown")
 	}
 }
@@ -378,5 +378,5 @@ func TestClaimWaitEndsWithItsSession(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("the wait outlived its session by %v", d)
 	}
-	eventually(t, 2*time.Second, "the session to be gone", func() bool { return e.srv.MCP().SessionCount(ep.ID) == 0 })
+	eventually(t, soon, "the session to be gone", func() bool { return e.srv.MCP().SessionCount(ep.ID) == 0 })
 }
