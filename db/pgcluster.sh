@@ -5,9 +5,10 @@
 #   db/pgcluster.sh dir     the folder the cluster lives in
 #   db/pgcluster.sh stop
 # The cluster lives under .pgdata/ (git-ignored) and listens on 127.0.0.1:$SWITCHBOARD_PGPORT
-# (default 54329); a second checkout on the same machine needs a port of its own. PostgreSQL refuses to run as root, so as root
-# the server runs as the OS user postgres. It preloads pg_cron (cron.database_name = switchboard)
-# and pg_stat_statements (make bench reads where the database time goes; nothing else needs it).
+# (default 54329; a second checkout on the same machine needs a port of its own). PostgreSQL
+# refuses to run as root, so as root the server runs as the OS user postgres. It preloads pg_cron
+# (cron.database_name = switchboard) and pg_stat_statements (make bench reads where the database
+# time goes; nothing else needs it).
 #
 # Nobody else on the machine gets in: every connection (socket or TCP, loopback only) needs the
 # password (scram-sha-256; no trust line), which is generated once into <dir>/password (mode

@@ -86,7 +86,7 @@ type redirectBack struct {
 }
 
 func (w *redirectBack) WriteHeader(code int) {
-	if loc, err := url.Parse(w.Header().Get("Location")); err == nil && loc.String() != "" {
+	if loc, err := url.Parse(w.Header().Get("Location")); err == nil && *loc != (url.URL{}) {
 		for _, part := range []*string{&loc.RawQuery, &loc.Fragment} {
 			q, err := url.ParseQuery(*part)
 			if err != nil || (!q.Has("code") && !q.Has("error")) {
