@@ -10,7 +10,7 @@ TS     := tests/ts
 
 # With DATABASE_URL unset, start the private cluster; the URLs below then point at it.
 define with_db
-if [ -z "$$DATABASE_URL" ]; then $(PG) start; fi; \
+if [ -z "$$DATABASE_URL" ]; then $(PG) start || exit 1; fi; \
 admin=$${DATABASE_URL:-$$($(PG) url)}; \
 app=$${DATABASE_URL:-$${admin%/postgres?*}/switchboard?sslmode=disable}
 endef

@@ -4,9 +4,11 @@
 #   db/pgcluster.sh url     the admin URL (database postgres, with the password) of the cluster
 #   db/pgcluster.sh dir     the folder the cluster lives in
 #   db/pgcluster.sh stop
-# The cluster lives under .pgdata/ (git-ignored). PostgreSQL refuses to run as root, so as root
-# the server runs as the OS user postgres. It preloads pg_cron (cron.database_name = switchboard)
-# and pg_stat_statements (make bench reads where the database time goes; nothing else needs it).
+# The cluster lives under .pgdata/ (git-ignored) and listens on 127.0.0.1:$SWITCHBOARD_PGPORT
+# (default 54329; a second checkout on the same machine needs a port of its own). PostgreSQL
+# refuses to run as root, so as root the server runs as the OS user postgres. It preloads pg_cron
+# (cron.database_name = switchboard) and pg_stat_statements (make bench reads where the database
+# time goes; nothing else needs it).
 #
 # Nobody else on the machine gets in: every connection (socket or TCP, loopback only) needs the
 # password (scram-sha-256; no trust line), which is generated once into <dir>/password (mode
@@ -77,9 +79,34 @@ HBA
 
 running() { as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" status >/dev/null 2>&1; }
 
+# Whether anything accepts TCP connections on 127.0.0.1:$1.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# The port is held by someone else: say so, with a free port to use instead. Otherwise the
+# postmaster's "could not bind" is followed by make run's "password authentication failed",
+# from the other cluster, which sends a newcomer to the wrong place.
+port_taken() {
+	local what="another program" rc=0 free=$((PGPORT + 1))
+	"$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PGPORT" -t 3 || rc=$?
+	if [ "$rc" -lt 2 ]; then what="another PostgreSQL (another checkout's private cluster, or the system's)"; fi
+	while listening "$free"; do free=$((free + 1)); done
+	cat >&2 <<MSG
+pgcluster: port $PGPORT on 127.0.0.1 is taken by $what,
+not by this checkout's cluster ($PGDIR). Give this checkout a port of its own, e.g.
+    export SWITCHBOARD_PGPORT=$free
+and run make run / make test again; or stop the other one (db/pgcluster.sh stop in its checkout).
+MSG
+	exit 1
+}
+
 pg_start() {
-	as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -t 60 start >/dev/null ||
-		{ tail -n 30 "$PGDIR/server.log" >&2; exit 1; }
+	! listening "$PGPORT" || port_taken
+	# -p: the port asked for now, whatever the one written at initdb.
+	as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -o "-p $PGPORT" -w -t 60 start >/dev/null || {
+		if tail -n 30 "$PGDIR/server.log" | grep -q 'could not bind.*Address already in use'; then port_taken; fi
+		tail -n 30 "$PGDIR/server.log" >&2
+		exit 1
+	}
 }
 
 # A cluster from before passwords: set the password while trust still lets us in, then switch

@@ -157,3 +157,28 @@ func TestRevokedEndpointStaysClosed(t *testing.T) {
 		t.Fatalf("acquire after revocation: %v %d, want 401", e, status)
 	}
 }
+
+// A tool without a title or an Effect (its four hints) is refused at registration.
+func TestAddRefusesToolWithoutTitleOrEffect(t *testing.T) {
+	run := func(context.Context, *Call, json.RawMessage) (json.RawMessage, error) { return nil, nil }
+	for _, tool := range []Tool{
+		{Name: "no_title", Effect: ReadOnly, Input: Object(nil), Run: run},
+		{Name: "no_effect", Title: "No effect", Input: Object(nil), Run: run},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: registered", tool.Name)
+				}
+			}()
+			var r Registry
+			r.Add(tool)
+		}()
+	}
+	var r Registry
+	r.Add(Tool{Name: "fine", Title: "Fine", Effect: Settles, Input: Object(nil), Run: run})
+	a := r.Published()[0].Annotations
+	if a.Title != "Fine" || a.ReadOnlyHint || *a.DestructiveHint || !a.IdempotentHint || *a.OpenWorldHint {
+		t.Errorf("annotations %+v", a)
+	}
+}

@@ -17,6 +17,8 @@ func TodoTools() []Tool {
 	return []Tool{
 		{
 			Name:        "list_todos",
+			Title:       "List todos",
+			Effect:      ReadOnly,
 			Description: "List your todos, newest first, in your granted queues. Optional filters: queue, state; limit defaults to 50 (max 200).",
 			Input: Object(map[string]*jsonschema.Schema{
 				"queue": String("only this queue (must be one of your granted queues)"),
@@ -28,13 +30,17 @@ func TodoTools() []Tool {
 		},
 		{
 			Name:        "get_todo",
+			Title:       "Get a todo",
+			Effect:      ReadOnly,
 			Description: "Read one todo with its payload, routing trace and result.",
 			Input:       Object(map[string]*jsonschema.Schema{"id": String("todo id")}, "id"),
 			Output:      todoSchema("payload", "routing", "result"),
 			Run:         Typed(getTodo),
 		},
 		{
-			Name: "claim",
+			Name:   "claim",
+			Title:  "Claim a todo",
+			Effect: Changes,
 			Description: "Claim one todo by id: you hold it until its lease ends (heartbeat to extend). " +
 				"require_fence returns a lease_token that every later call on the todo must present.",
 			Input: Object(map[string]*jsonschema.Schema{
@@ -46,7 +52,9 @@ func TodoTools() []Tool {
 			Run:    Typed(claim),
 		},
 		{
-			Name: "claim_next",
+			Name:   "claim_next",
+			Title:  "Claim the next todo",
+			Effect: Changes,
 			Description: "Claim the oldest claimable todo in your granted queues (or one queue). " +
 				"Answers {empty: true} when there is nothing to do. " + waitDescription,
 			Input:  Object(nextProps()),
@@ -55,7 +63,9 @@ func TodoTools() []Tool {
 			Waits:  true,
 		},
 		{
-			Name: "complete",
+			Name:   "complete",
+			Title:  "Complete a todo",
+			Effect: Changes,
 			Description: "Finish a todo you hold, with an optional result. With next, also claim the next todo " +
 				"(as claim_next) in the same call; its outcome is in next. " +
 				"The agent loop is complete {id, next: {wait_seconds: 50}}: finish, then wait for the next todo, in one call.",
@@ -65,7 +75,9 @@ func TodoTools() []Tool {
 			Waits:  true,
 		},
 		{
-			Name: "fail",
+			Name:   "fail",
+			Title:  "Fail a todo",
+			Effect: Changes,
 			Description: "Fail a todo you hold: it is retried after a backoff while attempts remain, else dead-lettered. " +
 				"With next, also claim the next todo (next.wait_seconds waits for one).",
 			Input:  finishInput(true),
@@ -75,6 +87,8 @@ func TodoTools() []Tool {
 		},
 		{
 			Name:        "heartbeat",
+			Title:       "Extend a todo's lease",
+			Effect:      Settles,
 			Description: "Extend the lease of a todo you hold to now + lease_ttl_seconds. Call it before the lease ends.",
 			Input: Object(map[string]*jsonschema.Schema{
 				"id":                String("todo id"),
@@ -85,7 +99,9 @@ func TodoTools() []Tool {
 			Run:    Typed(heartbeat),
 		},
 		{
-			Name: "release",
+			Name:   "release",
+			Title:  "Release a todo",
+			Effect: Changes,
 			Description: "Give back a todo you hold: it returns to pending for anyone. With next, also claim the next todo " +
 				"(next.wait_seconds waits for one).",
 			Input:  finishInput(false),

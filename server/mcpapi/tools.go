@@ -25,8 +25,12 @@ import (
 // only granted verbs; a known verb outside the grant answers forbidden), input validation
 // (invalid_argument), rate limits, error shape, logging and metrics.
 type Tool struct {
-	Name        string
+	Name string
+	// Title is the name a host shows a human, e.g. "Claim the next todo".
+	Title       string
 	Description string
+	// Effect is what the tool does to the world (effect.go); every tool names one.
+	Effect Effect
 	// Input is the arguments schema: type object (see Object). Arguments are validated
 	// against it before Run; a mismatch is the tool error invalid_argument.
 	Input *jsonschema.Schema
@@ -87,6 +91,11 @@ func (r *Registry) Add(tools ...Tool) {
 		if t.Name == "" || t.Run == nil || t.Input == nil || t.Input.Type != "object" {
 			panic(fmt.Sprintf("mcpapi: tool %q needs a name, Run and an object input schema", t.Name))
 		}
+		// The connector directories want a title and every hint on every tool; a name is at
+		// most 64 characters there.
+		if t.Title == "" || !t.Effect.set || len(t.Name) > 64 {
+			panic(fmt.Sprintf("mcpapi: tool %q needs a title, an Effect and a name of at most 64 characters", t.Name))
+		}
 		if slices.ContainsFunc(r.tools, func(c *compiledTool) bool { return c.Name == t.Name }) {
 			panic(fmt.Sprintf("mcpapi: tool %q registered twice", t.Name))
 		}
@@ -137,7 +146,8 @@ func compile(t Tool) *compiledTool {
 	// again wherever it reads one (every tools/list, and on 2026-07-28 every tools/call, whose
 	// Mcp-Param header check re-reads the input schema), and a *jsonschema.Schema marshals by
 	// reflection, a json.RawMessage by a copy (docs/benchmarks.md, MCP 2026-07-28 round two).
-	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: mustJSON(t.Name, t.Input)}
+	mt := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
+		Annotations: t.Effect.annotations(t.Title), InputSchema: mustJSON(t.Name, t.Input)}
 	if t.Output != nil {
 		mt.OutputSchema = mustJSON(t.Name, t.Output)
 	}

@@ -76,17 +76,27 @@ var page = template.Must(template.New("consent").Parse(`<!doctype html>
 // noState stands in for the state a client did not send.
 const noState = "switchboard-no-state"
 
-// stateless takes the stand-in state out of the redirect back to the client.
-type stateless struct{ http.ResponseWriter }
+// redirectBack finishes fosite's redirect back to the client, the authorization response, on
+// success and on error alike (fosite 0.49 has no hook for either): it adds iss, the issuer, so
+// that a client of several authorization servers can tell which one answered (RFC 9207), and
+// takes the stand-in state out again. The consent page itself has no Location and is untouched.
+type redirectBack struct {
+	http.ResponseWriter
+	issuer string
+}
 
-func (w *stateless) WriteHeader(code int) {
-	if loc, err := url.Parse(w.Header().Get("Location")); err == nil && loc.Host != "" {
+func (w *redirectBack) WriteHeader(code int) {
+	if loc, err := url.Parse(w.Header().Get("Location")); err == nil && *loc != (url.URL{}) {
 		for _, part := range []*string{&loc.RawQuery, &loc.Fragment} {
 			q, err := url.ParseQuery(*part)
-			if err == nil && q.Get("state") == noState {
-				q.Del("state")
-				*part = q.Encode()
+			if err != nil || (!q.Has("code") && !q.Has("error")) {
+				continue // the redirect URI's own query, when the response is in the fragment
 			}
+			if q.Get("state") == noState {
+				q.Del("state")
+			}
+			q.Set("iss", w.issuer)
+			*part = q.Encode()
 		}
 		w.Header().Set("Location", loc.String())
 	}
@@ -122,8 +132,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	// which the redirect back leaves out again.
 	if r.FormValue("state") == "" {
 		r.Form.Set("state", noState)
-		w = &stateless{ResponseWriter: w}
 	}
+	w = &redirectBack{ResponseWriter: w, issuer: s.o.BaseURL}
 	ar, err := s.fosite.NewAuthorizeRequest(ctx, r)
 	if err != nil {
 		s.refuse("authorize", err)

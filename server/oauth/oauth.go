@@ -174,7 +174,7 @@ func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 		"revocation_endpoint_auth_methods_supported":     []string{"none"},
 		"scopes_supported":                               allowedScopes,
 		"client_id_metadata_document_supported":          true,
-		"authorization_response_iss_parameter_supported": false,
+		"authorization_response_iss_parameter_supported": true, // consent.go, redirectBack
 	})
 }
 

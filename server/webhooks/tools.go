@@ -87,7 +87,9 @@ func ruleSetOut() *jsonschema.Schema {
 func Tools(s *Service) []api.Tool {
 	return []api.Tool{
 		{
-			Name: "create_webhook",
+			Name:   "create_webhook",
+			Title:  "Create a webhook",
+			Effect: api.Changes,
 			Description: "Create an inbound webhook within your ceiling. Returns its ingest URL and, for signed " +
 				"source types, the signing secret - shown only here and by rotate_webhook. source_type standard is " +
 				"Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature v1; whsec_ secret), as sent by " +
@@ -103,7 +105,9 @@ func Tools(s *Service) []api.Tool {
 			Run:     verb(s.CreateWebhook),
 		},
 		{
-			Name: "list_webhooks",
+			Name:   "list_webhooks",
+			Title:  "List webhooks",
+			Effect: api.ReadOnly,
 			Description: "Your webhooks (never their secrets) and your ceiling: max, allowed source types and queues, used. " +
 				"Each signed webhook says whose secret is in force (secret_source), and every webhook counts the " +
 				"deliveries it refused, by reason, with the last one: a webhook that \"gets nothing\" shows why here.",
@@ -115,7 +119,9 @@ func Tools(s *Service) []api.Tool {
 			Run: verb(s.ListWebhooks),
 		},
 		{
-			Name: "rotate_webhook",
+			Name:   "rotate_webhook",
+			Title:  "Rotate a webhook's URL and secret",
+			Effect: api.Destroys,
 			Description: "New ingest URL and (signed types) new secret; the old ones stop working at once. " +
 				"Refused (invalid_argument) while a provider's secret is in force: the human rotates it at the " +
 				"provider and runs switchboard webhook set-secret.",
@@ -126,6 +132,8 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "delete_webhook",
+			Title:       "Delete a webhook",
+			Effect:      api.Destroys,
 			Description: "Delete one of your webhooks; its URL answers 404 from now on.",
 			Input:       api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
 			Output:      api.Out(props{"webhook_id": api.String(""), "deleted": api.Boolean("")}, "webhook_id", "deleted"),
@@ -133,7 +141,9 @@ func Tools(s *Service) []api.Tool {
 			Run:         verb(s.DeleteWebhook),
 		},
 		{
-			Name: "add_webhook_route",
+			Name:   "add_webhook_route",
+			Title:  "Route a webhook to an endpoint",
+			Effect: api.Settles,
 			Description: "Also deliver a webhook's deliveries to another endpoint (one todo per target): one of your " +
 				"human's, or of a human who approved your deliveries. Idempotent.",
 			Input: api.Object(props{"webhook_id": webhookID(), "target_endpoint_id": api.String("endpoint id")},
@@ -143,6 +153,8 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "list_webhook_routes",
+			Title:       "List a webhook's routes",
+			Effect:      api.ReadOnly,
 			Description: "The owning endpoint and every route of a webhook.",
 			Input:       api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
 			Output: api.Out(props{
@@ -155,6 +167,8 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "remove_webhook_route",
+			Title:       "Remove a webhook route",
+			Effect:      api.DestroysSettling,
 			Description: "Stop delivering a webhook to an endpoint. Idempotent; the owner cannot be removed.",
 			Input: api.Object(props{"webhook_id": webhookID(), "target_endpoint_id": api.String("endpoint id")},
 				"webhook_id", "target_endpoint_id"),
@@ -163,13 +177,17 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "list_webhook_rules",
+			Title:       "List a webhook's rules",
+			Effect:      api.ReadOnly,
 			Description: "A webhook's routing rules, default action, params and grant.",
 			Input:       api.Object(props{"webhook_id": webhookID()}, "webhook_id"),
 			Output:      ruleSetOut(),
 			Run:         verb(s.ListRules),
 		},
 		{
-			Name: "set_webhook_rules",
+			Name:   "set_webhook_rules",
+			Title:  "Replace a webhook's rules",
+			Effect: api.DestroysSettling,
 			Description: "Replace a webhook's rule list (at most 32; first match wins). The whole list is checked; " +
 				"a refused save keeps the previous list.",
 			Input: api.Object(props{
@@ -183,6 +201,8 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "add_webhook_rule",
+			Title:       "Add a webhook rule",
+			Effect:      api.Changes,
 			Description: "Insert one rule at a 0-based position (default: append).",
 			Input: api.Object(props{
 				"webhook_id": webhookID(),
@@ -197,6 +217,8 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "update_webhook_rule",
+			Title:       "Update a webhook rule",
+			Effect:      api.DestroysSettling,
 			Description: "Change the name, expression or action of one rule.",
 			Input: api.Object(props{
 				"webhook_id": webhookID(),
@@ -210,6 +232,8 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "move_webhook_rule",
+			Title:       "Move a webhook rule",
+			Effect:      api.Settles,
 			Description: "Move one rule to a 0-based position (clamped).",
 			Input: api.Object(props{"webhook_id": webhookID(), "rule_id": api.String("rule id"), "position": api.Integer("0-based")},
 				"webhook_id", "rule_id", "position"),
@@ -218,13 +242,17 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "remove_webhook_rule",
+			Title:       "Remove a webhook rule",
+			Effect:      api.DestroysSettling,
 			Description: "Remove one rule; removing an absent rule succeeds.",
 			Input:       api.Object(props{"webhook_id": webhookID(), "rule_id": api.String("rule id")}, "webhook_id", "rule_id"),
 			Output:      ruleSetOut(),
 			Run:         verb(s.RemoveRule),
 		},
 		{
-			Name: "test_webhook_rules",
+			Name:   "test_webhook_rules",
+			Title:  "Test webhook rules",
+			Effect: api.ReadOnly,
 			Description: "Dry run: evaluate a sample payload or a stored event of the webhook against the saved rules " +
 				"or candidate ones. Persists nothing, rings nothing.",
 			Input: api.Object(props{
@@ -251,6 +279,8 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "list_webhook_events",
+			Title:       "List webhook events",
+			Effect:      api.ReadOnly,
 			Description: "Deliveries to your human's webhooks, newest first (limit default 50, max 200; before_id pages).",
 			Input: api.Object(props{
 				"webhook_id": webhookID(),
@@ -262,6 +292,8 @@ func Tools(s *Service) []api.Tool {
 		},
 		{
 			Name:        "get_webhook_event",
+			Title:       "Get a webhook event",
+			Effect:      api.ReadOnly,
 			Description: "One delivery with its sanitized headers, payload and routing trace.",
 			Input:       api.Object(props{"id": api.Integer("event id")}, "id"),
 			Output: api.Out(props{

@@ -93,12 +93,16 @@ func TestModernToolCallFirst(t *testing.T) {
 		t.Fatalf("%v sessions after a 2026-07-28 call", n)
 	}
 
-	// server/discover names 2026-07-28, the capabilities and the instructions.
+	// server/discover names 2026-07-28, the capabilities and the instructions: the same as
+	// initialize's (a hosted host reads them there).
 	_, out = modernPost(t, e.url(ep), ep.Cred, "server/discover", "", nil)
 	res, _ = out["result"].(map[string]any)
 	versions, _ := res["supportedVersions"].([]any)
-	if len(versions) == 0 || !strings.Contains(fmt.Sprint(versions), modernVersion) || res["instructions"] == "" {
+	if len(versions) == 0 || !strings.Contains(fmt.Sprint(versions), modernVersion) {
 		t.Fatalf("server/discover: %v", out)
+	}
+	if init := e.connect(t, ep, nil).Session.InitializeResult(); res["instructions"] != init.Instructions {
+		t.Fatalf("server/discover instructions %q, initialize's %q", res["instructions"], init.Instructions)
 	}
 	caps, _ := res["capabilities"].(map[string]any)
 	rc, _ := caps["resources"].(map[string]any)

@@ -259,7 +259,8 @@ func TestOAuthDiscovery(t *testing.T) {
 	resp = rawRequest(t, "GET", e.base+"/.well-known/oauth-authorization-server", "", nil, nil)
 	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&as) != nil || as["issuer"] != e.base ||
 		jsonText(as["code_challenge_methods_supported"]) != `["S256"]` || as["client_id_metadata_document_supported"] != true ||
-		as["registration_endpoint"] != e.base+"/register" || as["token_endpoint"] != e.base+"/token" {
+		as["registration_endpoint"] != e.base+"/register" || as["token_endpoint"] != e.base+"/token" ||
+		as["authorization_response_iss_parameter_supported"] != true {
 		t.Fatalf("server metadata %d %v", resp.StatusCode, as)
 	}
 }
@@ -292,10 +293,15 @@ func TestOAuthFlowDCR(t *testing.T) {
 		strings.Contains(csp, "-inline'") /* no inline script or style allowance */ || resp.Header.Get("X-Frame-Options") != "DENY" {
 		t.Fatalf("consent page headers: CSP %q", csp)
 	}
+	// Every authorization response names the issuer of the server metadata (RFC 9207).
+	var meta struct{ Issuer string }
+	if err := json.NewDecoder(rawRequest(t, "GET", e.base+"/.well-known/oauth-authorization-server", "", nil, nil).Body).Decode(&meta); err != nil || meta.Issuer == "" {
+		t.Fatalf("server metadata: %v %+v", err, meta)
+	}
 	_, loc := c.answer(form, e.mintApproval(ep), "approve")
 	u, _ := url.Parse(loc)
-	if !strings.HasPrefix(loc, c.redirect+"?") {
-		t.Fatalf("approve redirected to %s", loc)
+	if !strings.HasPrefix(loc, c.redirect+"?") || u.Query().Get("iss") != meta.Issuer {
+		t.Fatalf("approve redirected to %s, want iss=%s", loc, meta.Issuer)
 	}
 	tr := c.exchange(u.Query().Get("code"), verifier, e.url(ep))
 	if tr.Status != 200 || !strings.HasPrefix(tr.AccessToken, "sbat_") || !strings.HasPrefix(tr.RefreshToken, "sbrt_") ||
@@ -333,10 +339,18 @@ func TestOAuthFlowDCR(t *testing.T) {
 	if s := e.mcpStatus(ep, tr2.AccessToken); s != 200 {
 		t.Fatalf("new access token: %d", s)
 	}
-	// The page denies too: the redirect carries access_denied.
+	// The page denies too: the redirect carries access_denied, and the issuer. So does a refusal
+	// before the page, and one of a client that sent no state (which gets none back).
 	_, _, form = c.page(c.authorizeURL(e.url(ep), challenge, nil))
-	if _, loc := c.answer(form, "", "deny"); !strings.Contains(loc, "error=access_denied") || !strings.HasPrefix(loc, c.redirect) {
-		t.Fatalf("deny: %s", loc)
+	_, loc = c.answer(form, "", "deny")
+	if u, _ := url.Parse(loc); !strings.HasPrefix(loc, c.redirect+"?") || u.Query().Get("error") != "access_denied" ||
+		u.Query().Get("iss") != meta.Issuer {
+		t.Fatalf("deny: %s, want error=access_denied and iss=%s", loc, meta.Issuer)
+	}
+	_, loc, _ = c.page(c.authorizeURL("", challenge, url.Values{"state": {""}}))
+	if u, _ := url.Parse(loc); u.Query().Get("error") != "invalid_target" || u.Query().Get("iss") != meta.Issuer ||
+		u.Query().Has("state") {
+		t.Fatalf("no resource, no state: %s", loc)
 	}
 	// Revocation (RFC 7009) of the refresh token ends the family.
 	resp, err = c.http.PostForm(e.base+"/revoke", url.Values{"token": {tr2.RefreshToken}, "client_id": {c.id}})

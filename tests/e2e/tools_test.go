@@ -107,8 +107,12 @@ func TestToolsListIsTheAllowlist(t *testing.T) {
 	if _, ok := init.Capabilities.Experimental["claude/channel"]; !ok || init.Capabilities.Tools == nil || !init.Capabilities.Tools.ListChanged {
 		t.Fatalf("capabilities %+v", init.Capabilities)
 	}
-	if !strings.Contains(init.Instructions, "claim_next") || !strings.Contains(init.Instructions, "conflict") {
-		t.Fatalf("instructions %q", init.Instructions)
+	// The drain loop, the waiting limit and the error codes.
+	for _, want := range []string{"claim_next {wait_seconds: 50}", "next: {wait_seconds: 50}", "claim_wait_max_seconds",
+		"conflict", "rate_limited", "invalid_argument", "internal"} {
+		if !strings.Contains(init.Instructions, want) {
+			t.Errorf("instructions lack %q: %q", want, init.Instructions)
+		}
 	}
 }
 

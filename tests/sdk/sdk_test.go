@@ -54,6 +54,23 @@ func TestReleasedClient(t *testing.T) {
 			if tc.want == "2026-07-28" && tools.TTLMs <= 0 {
 				t.Fatalf("tools/list ttlMs %d", tools.TTLMs)
 			}
+			// Every tool has a title and its hints (the booleans readOnlyHint and idempotentHint
+			// decode to false when absent: tests/ts checks the wire and docs/clients.md).
+			if len(tools.Tools) != 24 {
+				t.Fatalf("tools/list: %d tools, want the 24 verbs", len(tools.Tools))
+			}
+			for _, tl := range tools.Tools {
+				if a := tl.Annotations; tl.Title == "" || a == nil || a.Title != tl.Title || a.DestructiveHint == nil || a.OpenWorldHint == nil {
+					t.Errorf("%s: title %q, annotations %+v", tl.Name, tl.Title, tl.Annotations)
+				} else if tl.Name == "list_todos" && !a.ReadOnlyHint || tl.Name == "delete_webhook" && !*a.DestructiveHint ||
+					tl.Name == "heartbeat" && !a.IdempotentHint || *a.OpenWorldHint {
+					t.Errorf("%s: hints %+v", tl.Name, *a)
+				}
+			}
+			// The instructions (from server/discover on 2026-07-28, initialize on 2025) name the loop.
+			if in := cs.InitializeResult().Instructions; !strings.Contains(in, "claim_next {wait_seconds: 50}") {
+				t.Errorf("instructions %q", in)
+			}
 
 			// Resources: one per granted queue; subscribe to inbox.
 			res, err := cs.ListResources(ctx, nil)

@@ -39,10 +39,19 @@ async function post(url) {
 const mint = async () => (await post(env('SB_MINT_URL'))).code;
 const push = async (title) => (await post(`${env('SB_PUSH_URL')}?${new URLSearchParams({ queue: 'inbox', title })}`)).todo_id;
 
+// issuer is the issuer of the server metadata: every authorization response names it (RFC 9207).
+async function issuer() {
+  const res = await fetch(new URL('/.well-known/oauth-authorization-server', mcpURL));
+  const meta = await res.json();
+  assert.equal(meta.authorization_response_iss_parameter_supported, true);
+  assert.ok(meta.issuer);
+  return meta.issuer;
+}
+
 // approve opens the authorization URL in headless Chromium, types a fresh approval code and
-// presses Approve; it resolves once the browser has been sent to the redirect URI. It counts
-// the browser's requests to the server.
-async function approve(authorizationURL, { screenshot } = {}) {
+// presses Approve (or decision); it resolves once the browser has been sent to the redirect
+// URI. It counts the browser's requests to the server.
+async function approve(authorizationURL, { screenshot, decision = 'approve' } = {}) {
   const t0 = performance.now();
   const browser = await chromium.launch({ executablePath: env('SB_CHROMIUM'), headless: true, args: ['--no-sandbox'] });
   const launchMs = performance.now() - t0;
@@ -64,7 +73,7 @@ async function approve(authorizationURL, { screenshot } = {}) {
       page.waitForEvent('response', { predicate: away }).then((r) => r.url()),
       page.waitForEvent('requestfailed', { predicate: away }).then((r) => r.url()),
     ]);
-    await page.click('button[name="decision"][value="approve"]');
+    await page.click(`button[name="decision"][value="${decision}"]`);
     const timeout = new Promise((_, reject) => setTimeout(async () => {
       reject(new Error(`the browser stayed at ${page.url()}:\n${await page.content().catch(() => '')}`));
     }, 15000));
@@ -82,7 +91,9 @@ async function callbackServer() {
     const u = new URL(req.url, 'http://127.0.0.1');
     res.end('You can close this window.');
     if (u.searchParams.get('error')) console.log('callback:', req.url);
-    if (u.pathname === '/callback') deliver({ code: u.searchParams.get('code'), error: u.searchParams.get('error') });
+    if (u.pathname === '/callback') {
+      deliver({ code: u.searchParams.get('code'), error: u.searchParams.get('error'), iss: u.searchParams.get('iss') });
+    }
   });
   await new Promise((r) => srv.listen(0, '127.0.0.1', r));
   return { url: `http://127.0.0.1:${srv.address().port}/callback`, code, close: () => srv.close() };
@@ -153,9 +164,10 @@ async function sdkFlow(t, clientMetadataUrl, screenshot) {
 
   // 2. the human, in Chromium.
   const browser = await approve(authURL, { screenshot });
-  const { code, error } = await cb.code;
+  const { code, error, iss } = await cb.code;
   assert.equal(error, null);
   assert.ok(code);
+  assert.equal(iss, await issuer());
 
   // 3. the exchange, then a session with the token.
   await transport.finishAuth(code);
@@ -192,6 +204,21 @@ test('SDK client with Dynamic Client Registration', async (t) => {
 
 test('SDK client with a Client ID Metadata Document', async (t) => {
   await sdkFlow(t, env('SB_CIMD_URL'));
+});
+
+test('Deny in the browser returns access_denied, with the issuer', async (t) => {
+  const cb = await callbackServer();
+  t.after(cb.close);
+  let redirected;
+  const toBrowser = new Promise((resolve) => { redirected = resolve; });
+  const p = provider(cb.url, undefined, redirected);
+  const client = new Client({ name: 'sdk-oauth-deny', version: '0.0.0' });
+  await assert.rejects(client.connect(new StreamableHTTPClientTransport(mcpURL, { authProvider: p })), UnauthorizedError);
+  await approve(await toBrowser, { decision: 'deny' });
+  const { code, error, iss } = await cb.code;
+  assert.equal(code, null);
+  assert.equal(error, 'access_denied');
+  assert.equal(iss, await issuer());
 });
 
 test('mcp-remote 0.15.1 with the browser the test opens', async (t) => {

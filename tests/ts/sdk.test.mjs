@@ -7,8 +7,10 @@
 //   SB_PUSH_URL    a hook that creates a todo with SQL: POST ?queue=&title= -> {"todo_id"}
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ListToolsResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const url = new URL(process.env.SB_MCP_URL);
 const credential = process.env.SB_CREDENTIAL;
@@ -89,6 +91,76 @@ test('listTools shows the 24 tools, valid for the SDK', async (t) => {
     assert.ok(t.description, t.name);
     if (t.outputSchema) assert.equal(t.outputSchema.type, 'object', t.name);
   }
+});
+
+// docsTable reads the table of docs/clients.md ("What each tool does to the world"): tool name ->
+// [title, readOnly, destructive, idempotent, openWorld], the hints as yes/no.
+function docsTable() {
+  const doc = fs.readFileSync(new URL('../../docs/clients.md', import.meta.url), 'utf8');
+  const head = '| Tool | Title | readOnly | destructive | idempotent | openWorld | Why |';
+  assert.ok(doc.includes(head), 'docs/clients.md has no tool table');
+  const rows = {};
+  for (const line of doc.split(head)[1].split('\n').slice(2)) {
+    if (!line.startsWith('| `')) break;
+    const cells = line.replace(/^\| | \|$/g, '').split(' | ');
+    assert.equal(cells.length, 7, line);
+    rows[cells[0].replaceAll('`', '')] = cells.slice(1, 6);
+  }
+  return rows;
+}
+
+// checkHints: every tool has a title and all four hints, as the docs table says.
+function checkHints(tools, protocol) {
+  const docs = docsTable();
+  assert.deepEqual(Object.keys(docs).sort(), [...VERBS].sort(), 'the docs table lists the 24 verbs');
+  assert.equal(tools.length, VERBS.length, protocol);
+  for (const t of tools) {
+    const a = t.annotations ?? {};
+    assert.ok(t.title, `${protocol} ${t.name}: no title`);
+    assert.equal(a.title, t.title, `${protocol} ${t.name}: annotations.title`);
+    const hints = ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'].map((h) => {
+      assert.equal(typeof a[h], 'boolean', `${protocol} ${t.name}: ${h} is ${a[h]}`);
+      return a[h] ? 'yes' : 'no';
+    });
+    assert.deepEqual([t.title, ...hints], docs[t.name], `${protocol} ${t.name}: server vs docs/clients.md`);
+  }
+}
+
+test('tools/list: a title and all four hints on every tool, as docs/clients.md says, on 2025-11-25', async (t) => {
+  const { client } = await connect(t, 'ts-hints');
+  const { tools } = await client.listTools();
+  checkHints(tools, '2025-11-25');
+});
+
+// SDK 1.32.2 does not speak 2026-07-28: the request is sent by hand, the answer parsed with the
+// SDK's own schema.
+const MODERN = '2026-07-28';
+async function modern(method, params = {}) {
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': MODERN,
+    'io.modelcontextprotocol/clientInfo': { name: 'ts-modern', version: '0.0.0' },
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+      Authorization: `Bearer ${credential}`, 'MCP-Protocol-Version': MODERN, 'Mcp-Method': method },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: meta } }),
+  });
+  assert.equal(res.status, 200, await res.clone().text());
+  assert.equal(res.headers.get('mcp-session-id'), null);
+  const body = await res.json();
+  assert.ok(body.result, JSON.stringify(body));
+  return body.result;
+}
+
+test('tools/list on 2026-07-28: the same titles and hints; server/discover has the same instructions', async (t) => {
+  const listed = ListToolsResultSchema.parse(await modern('tools/list'));
+  checkHints(listed.tools, MODERN);
+  const { client } = await connect(t, 'ts-instructions');
+  const discovered = await modern('server/discover');
+  assert.ok(client.getInstructions());
+  assert.equal(discovered.instructions, client.getInstructions());
 });
 
 test('drain with claim_next, complete and complete with next', async (t) => {
