@@ -87,6 +87,11 @@ type Bell struct {
 	reading   bool                 // a reader goroutine is active
 	readAgain bool                 // a signal arrived while reading: read again
 
+	// The database clock as a read last saw it, and when that read returned (this process's
+	// monotonic clock): a new endpoint's floor is set from them at attach (dbNowLocked).
+	clock   time.Time
+	clockAt time.Time
+
 	onReady func(endpointID, queue string) // see OnReady; set before Start
 
 	waits waitState // claim_next calls that wait (wait.go)
@@ -209,7 +214,14 @@ func (b *Bell) Attach(endpointID, sessionID string, send Sender) *Session {
 		ep = &endpoint{id: endpointID}
 		b.eps[endpointID] = ep
 		b.list = append(b.list, ep)
-		b.goTracked(func() { b.startCursor(ep) })
+		// The floor is known before any read can see the endpoint: a read that ran first, with
+		// no floor, rang the endpoint's backlog of the last second as new work (found under load
+		// by TestDoorbellRingOnAttach).
+		if now, ok := b.dbNowLocked(); ok {
+			ep.floor = now.Add(-floorLead)
+		} else {
+			b.goTracked(func() { b.startCursor(ep) })
+		}
 		b.hintDueLocked() // its leases and retries join the time-based reads
 	}
 	ep.sessions = append(ep.sessions, s)
@@ -217,20 +229,49 @@ func (b *Bell) Attach(endpointID, sessionID string, send Sender) *Session {
 }
 
 // startCursor sets a new endpoint's floor just before the database's now: the NOTIFY path rings
-// what becomes ready from here on; the backlog is the attach ring's (oldest pending).
+// what becomes ready from here on; the backlog is the attach ring's (oldest pending). Attach
+// calls it only when the bell has not seen the database's clock (readClock failed).
 func (b *Bell) startCursor(ep *endpoint) {
-	if b.st == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
-	now, err := b.st.Now(ctx)
-	cancel()
-	if err != nil {
+	now, ok := b.readClock()
+	if !ok {
 		return // no floor: at most a second of backlog is rung twice
 	}
 	b.mu.Lock()
 	ep.floor = now.Add(-floorLead)
 	b.mu.Unlock()
+}
+
+// readClock reads the database's clock (on every LISTEN connect: a failover may bring another
+// server's) and records it.
+func (b *Bell) readClock() (time.Time, bool) {
+	if b.st == nil {
+		return time.Time{}, false
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
+	now, err := b.st.Now(ctx)
+	cancel()
+	if err != nil {
+		return time.Time{}, false
+	}
+	b.mu.Lock()
+	b.sawClockLocked(now)
+	b.mu.Unlock()
+	return now, true
+}
+
+// sawClockLocked records the database clock a read returned. b.mu must be held.
+func (b *Bell) sawClockLocked(now time.Time) {
+	b.clock, b.clockAt = now, time.Now()
+}
+
+// dbNowLocked is the database's now as of the last read plus the time since: a little early, by
+// that read's trip back, which only moves a floor back (a backlog todo rung as new, never a new
+// one missed). False before any read. b.mu must be held.
+func (b *Bell) dbNowLocked() (time.Time, bool) {
+	if b.clockAt.IsZero() {
+		return time.Time{}, false
+	}
+	return b.clock.Add(time.Since(b.clockAt)), true
 }
 
 // Ring makes the bell look for newly ready todos of an endpoint (as a doorbell NOTIFY naming
@@ -342,6 +383,7 @@ func (b *Bell) readSince() {
 			covered = rows[len(rows)-1].ReadyAt.Add(-cursorSlack)
 		}
 		b.mu.Lock()
+		b.sawClockLocked(now)
 		for _, r := range rows {
 			if ep := b.eps[r.Endpoint]; ep != nil && !r.ReadyAt.Before(ep.floor) {
 				b.absorbOneLocked(ep, r)

@@ -62,6 +62,7 @@ func (b *Bell) listen() {
 		b.feed.Store(b.connects.Add(1))
 		b.m.DoorbellReconnects.Inc()
 		b.refreshWindow()
+		b.readClock() // before Listening: the first endpoint's floor is set from it at attach
 		b.mu.Lock()
 		close(b.listening)
 		b.mu.Unlock()
