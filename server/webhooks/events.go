@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"strconv"
 )
 
 type ListEventsIn struct {
@@ -44,12 +43,14 @@ func (s *Service) ListEvents(ctx context.Context, endpoint string, in ListEvents
 		l := min(max(*in.Limit, math.MinInt32), math.MaxInt32)
 		in.Limit = &l
 	}
-	err := s.call(ctx, &out, `SELECT switchboard.events_list($1, $2, $3, $4)`, endpoint, in.WebhookID, in.Limit, in.BeforeID)
+	raw, err := s.st.EventsList(ctx, endpoint, in.WebhookID, in.Limit, in.BeforeID)
+	err = decode(raw, err, &out)
 	return out, err
 }
 
 func (s *Service) GetEvent(ctx context.Context, endpoint string, in GetEventIn) (Event, error) {
 	var out Event
-	err := s.call(ctx, &out, `SELECT switchboard.event_get($1, $2)`, endpoint, strconv.FormatInt(in.ID, 10))
+	raw, err := s.st.EventGet(ctx, endpoint, in.ID, nil)
+	err = decode(raw, err, &out)
 	return out, err
 }

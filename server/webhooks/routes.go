@@ -32,18 +32,21 @@ type ListRoutesOut struct {
 
 func (s *Service) AddRoute(ctx context.Context, endpoint string, in RouteIn) (AddRouteOut, error) {
 	var out AddRouteOut
-	err := s.call(ctx, &out, `SELECT switchboard.route_add($1, $2, $3)`, endpoint, in.WebhookID, in.TargetEndpointID)
+	raw, err := s.st.RouteAdd(ctx, endpoint, in.WebhookID, in.TargetEndpointID)
+	err = decode(raw, err, &out)
 	return out, err
 }
 
 func (s *Service) RemoveRoute(ctx context.Context, endpoint string, in RouteIn) (RemoveRouteOut, error) {
 	var out RemoveRouteOut
-	err := s.call(ctx, &out, `SELECT switchboard.route_remove($1, $2, $3)`, endpoint, in.WebhookID, in.TargetEndpointID)
+	raw, err := s.st.RouteRemove(ctx, endpoint, in.WebhookID, in.TargetEndpointID)
+	err = decode(raw, err, &out)
 	return out, err
 }
 
 func (s *Service) ListRoutes(ctx context.Context, endpoint string, in WebhookIDIn) (ListRoutesOut, error) {
 	var out ListRoutesOut
-	err := s.call(ctx, &out, `SELECT switchboard.route_list($1, $2)`, endpoint, in.WebhookID)
+	raw, err := s.st.RouteList(ctx, endpoint, in.WebhookID)
+	err = decode(raw, err, &out)
 	return out, err
 }

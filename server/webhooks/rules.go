@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
-
-	"github.com/jackc/pgx/v5"
 
 	"switchboard/server/ingest/provider"
 	"switchboard/server/rules"
@@ -66,13 +63,15 @@ type RemoveRuleIn struct {
 
 func (s *Service) ListRules(ctx context.Context, endpoint string, in WebhookIDIn) (RuleSet, error) {
 	var out RuleSet
-	err := s.call(ctx, &out, `SELECT switchboard.rules_get($1, $2)`, endpoint, in.WebhookID)
+	raw, err := s.st.RulesGet(ctx, endpoint, in.WebhookID)
+	err = decode(raw, err, &out)
 	return out, err
 }
 
 // save validates the shape and every jq expression (Go), then the grant (SQL, under a row lock).
-// expected makes it a compare-and-swap against the version the edit was based on.
-func (s *Service) save(ctx context.Context, q querier, endpoint, webhook string, list []rules.Rule,
+// expected makes it a compare-and-swap against the version the edit was based on; dryRun
+// checks without saving (a transaction that is rolled back).
+func (s *Service) save(ctx context.Context, dryRun bool, endpoint, webhook string, list []rules.Rule,
 	def *rules.Action, params any, expected *int64) (RuleSet, error) {
 	var rawParams json.RawMessage
 	if params != nil {
@@ -90,20 +89,21 @@ func (s *Service) save(ctx context.Context, q querier, endpoint, webhook string,
 	if def != nil {
 		defJSON, _ = json.Marshal(def)
 	}
-	var raw []byte
-	if err := q.QueryRow(ctx, `SELECT switchboard.rules_save($1, $2, $3, $4, $5, $6)`,
-		endpoint, webhook, listJSON, defJSON, []byte(rawParams), expected).Scan(&raw); err != nil {
-		return RuleSet{}, store.Classify(err)
+	r := store.RuleSave{Rules: listJSON, DefaultAction: defJSON, Params: []byte(rawParams), Expected: expected}
+	call := s.st.RulesSave
+	if dryRun {
+		call = s.st.RulesTry
 	}
+	raw, err := call(ctx, endpoint, webhook, r)
 	var out RuleSet
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return RuleSet{}, store.Internal(err)
+	if err := decode(raw, err, &out); err != nil {
+		return RuleSet{}, err
 	}
 	return out, nil
 }
 
 func (s *Service) SetRules(ctx context.Context, endpoint string, in SetRulesIn) (RuleSet, error) {
-	return s.save(ctx, s.pool, endpoint, in.WebhookID, in.Rules, in.DefaultAction, in.Params, nil)
+	return s.save(ctx, false, endpoint, in.WebhookID, in.Rules, in.DefaultAction, in.Params, nil)
 }
 
 // edit reads the list, applies change, and saves it only if nobody saved in between.
@@ -115,7 +115,7 @@ func (s *Service) edit(ctx context.Context, endpoint, webhook string, change fun
 	if err := change(&cur); err != nil {
 		return RuleSet{}, err
 	}
-	return s.save(ctx, s.pool, endpoint, webhook, cur.Rules, cur.DefaultAction, nil, &cur.Version)
+	return s.save(ctx, false, endpoint, webhook, cur.Rules, cur.DefaultAction, nil, &cur.Version)
 }
 
 func indexOf(list []rules.Rule, id string) int {
@@ -187,7 +187,7 @@ func (s *Service) RemoveRule(ctx context.Context, endpoint string, in RemoveRule
 		return cur, nil
 	}
 	cur.Rules = append(cur.Rules[:i:i], cur.Rules[i+1:]...)
-	return s.save(ctx, s.pool, endpoint, in.WebhookID, cur.Rules, cur.DefaultAction, nil, &cur.Version)
+	return s.save(ctx, false, endpoint, in.WebhookID, cur.Rules, cur.DefaultAction, nil, &cur.Version)
 }
 
 type TestRulesIn struct {
@@ -206,11 +206,6 @@ type TestRulesOut struct {
 	Envelope any            `json:"envelope"`
 }
 
-// querier is what save needs from a pool or a transaction.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // TestRules is the dry run: it evaluates a payload or a stored event of the webhook against the
 // saved rules or candidate ones (checked against the grant in a transaction that is rolled back)
 // and persists nothing.
@@ -222,7 +217,8 @@ func (s *Service) TestRules(ctx context.Context, endpoint string, in TestRulesIn
 		Source    string `json:"source_type"`
 		TrustMode string `json:"trust_mode"`
 	}
-	if err := s.call(ctx, &hook, `SELECT to_jsonb(w) FROM switchboard.owned_webhook($1, $2) w`, endpoint, in.WebhookID); err != nil {
+	raw, err := s.st.OwnedWebhook(ctx, endpoint, in.WebhookID)
+	if err := decode(raw, err, &hook); err != nil {
 		return TestRulesOut{}, err
 	}
 
@@ -231,11 +227,6 @@ func (s *Service) TestRules(ctx context.Context, endpoint string, in TestRulesIn
 		return TestRulesOut{}, err
 	}
 	if in.Rules != nil || in.DefaultAction != nil || in.Params != nil {
-		tx, err := s.pool.Begin(ctx)
-		if err != nil {
-			return TestRulesOut{}, store.Classify(err)
-		}
-		defer tx.Rollback(context.WithoutCancel(ctx))
 		// Omitted rules mean the saved list, and with it the saved default action (unless one is
 		// given); candidate rules stand alone, as set_webhook_rules would save them.
 		candidate, def := in.Rules, in.DefaultAction
@@ -245,7 +236,7 @@ func (s *Service) TestRules(ctx context.Context, endpoint string, in TestRulesIn
 				def = set.DefaultAction
 			}
 		}
-		if set, err = s.save(ctx, tx, endpoint, in.WebhookID, candidate, def, in.Params, nil); err != nil {
+		if set, err = s.save(ctx, true, endpoint, in.WebhookID, candidate, def, in.Params, nil); err != nil {
 			return TestRulesOut{}, err
 		}
 	}
@@ -291,6 +282,7 @@ func (s *Service) TestRules(ctx context.Context, endpoint string, in TestRulesIn
 
 func (s *Service) eventOf(ctx context.Context, endpoint, webhook string, id int64) (Event, error) {
 	var ev Event
-	err := s.call(ctx, &ev, `SELECT switchboard.event_get($1, $2, $3)`, endpoint, strconv.FormatInt(id, 10), webhook)
+	raw, err := s.st.EventGet(ctx, endpoint, id, &webhook)
+	err = decode(raw, err, &ev)
 	return ev, err
 }

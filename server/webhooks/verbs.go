@@ -1,16 +1,14 @@
 // Package webhooks implements the agent's webhook verbs (contract §4.4, §6): self-management within
-// the ceiling, routes, rules and event history. Each verb is a thin call of one SQL function;
+// the ceiling, routes, rules and event history. Each verb is a thin call of one SQL function
+// through server/store;
 // Go adds only what SQL cannot do: minting secrets, building ingest URLs, and parsing and
 // evaluating jq. Errors are *store.Error or errors store.Classify maps.
 package webhooks
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server/rules"
 	"switchboard/server/store"
@@ -18,20 +16,19 @@ import (
 
 // Service runs the webhook verbs for one calling endpoint at a time.
 type Service struct {
-	pool    *pgxpool.Pool
+	st      *store.Store
 	baseURL string // e.g. http://127.0.0.1:8080, for ingest URLs
 }
 
 // New builds the service. baseURL is the public base of the server (no trailing slash).
-func New(pool *pgxpool.Pool, baseURL string) *Service {
-	return &Service{pool: pool, baseURL: baseURL}
+func New(st *store.Store, baseURL string) *Service {
+	return &Service{st: st, baseURL: baseURL}
 }
 
-// call runs one switchboard function returning jsonb and decodes it into out.
-func (s *Service) call(ctx context.Context, out any, sql string, args ...any) error {
-	var raw []byte
-	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&raw); err != nil {
-		return store.Classify(err)
+// decode decodes what a store call answered into out.
+func decode(raw []byte, err error, out any) error {
+	if err != nil {
+		return err
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return store.Internal(err)

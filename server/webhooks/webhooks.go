@@ -66,15 +66,15 @@ func (s *Service) reveal(w stored) Webhook {
 // bytes); SQL checks the ceiling, derives the trust mode and keeps the secret only for signed types.
 func (s *Service) CreateWebhook(ctx context.Context, endpoint string, in CreateWebhookIn) (Webhook, error) {
 	var w stored
-	err := s.call(ctx, &w, `SELECT switchboard.webhook_create($1, $2, $3, $4, $5)`,
-		endpoint, in.SourceType, in.TargetQueue, randomHex(32), "whsec_"+randomHex(32))
+	raw, err := s.st.WebhookCreate(ctx, endpoint, in.SourceType, in.TargetQueue, randomHex(32), "whsec_"+randomHex(32))
+	err = decode(raw, err, &w)
 	return s.reveal(w), err
 }
 
 func (s *Service) RotateWebhook(ctx context.Context, endpoint string, in WebhookIDIn) (Webhook, error) {
 	var w stored
-	err := s.call(ctx, &w, `SELECT switchboard.webhook_rotate($1, $2, $3, $4)`,
-		endpoint, in.WebhookID, randomHex(32), "whsec_"+randomHex(32))
+	raw, err := s.st.WebhookRotate(ctx, endpoint, in.WebhookID, randomHex(32), "whsec_"+randomHex(32))
+	err = decode(raw, err, &w)
 	return s.reveal(w), err
 }
 
@@ -85,7 +85,8 @@ type DeleteWebhookOut struct {
 
 func (s *Service) DeleteWebhook(ctx context.Context, endpoint string, in WebhookIDIn) (DeleteWebhookOut, error) {
 	var out DeleteWebhookOut
-	err := s.call(ctx, &out, `SELECT switchboard.webhook_delete($1, $2)`, endpoint, in.WebhookID)
+	raw, err := s.st.WebhookDelete(ctx, endpoint, in.WebhookID)
+	err = decode(raw, err, &out)
 	return out, err
 }
 
@@ -108,7 +109,8 @@ func (s *Service) ListWebhooks(ctx context.Context, endpoint string, _ ListWebho
 		Webhooks []stored `json:"webhooks"`
 		Ceiling  Ceiling  `json:"ceiling"`
 	}
-	if err := s.call(ctx, &raw, `SELECT switchboard.webhook_list($1)`, endpoint); err != nil {
+	doc, err := s.st.WebhookList(ctx, endpoint)
+	if err := decode(doc, err, &raw); err != nil {
 		return ListWebhooksOut{}, err
 	}
 	out := ListWebhooksOut{Webhooks: make([]Webhook, 0, len(raw.Webhooks)), Ceiling: raw.Ceiling}
