@@ -117,7 +117,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	// authorization server and its consent page (server/oauth).
 	oo := cfg.OAuth
 	oo.BaseURL, oo.Log, oo.Registerer = s.baseURL, log, s.metrics.Registry
-	as, err := oauth.New(pool, oo)
+	as, err := oauth.New(s.store, oo)
 	if err != nil {
 		return nil, err
 	}
