@@ -17,8 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/server/ingest/provider"
@@ -41,7 +39,7 @@ const MaxDeliveryID = 256
 
 // Receiver serves the ingest URL. Mount it at "POST /webhooks/w/{token}".
 type Receiver struct {
-	pool    *pgxpool.Pool
+	st      *store.Store
 	log     *slog.Logger
 	rules   *rules.Cache
 	hooks   hookCache
@@ -53,9 +51,9 @@ type Receiver struct {
 
 // New builds a receiver with the default body budget (intake.DefaultBudget). counter (labels
 // source, status) may be nil.
-func New(pool *pgxpool.Pool, log *slog.Logger, cache *rules.Cache, counter *prometheus.CounterVec) *Receiver {
-	return &Receiver{pool: pool, log: log, rules: cache, now: time.Now, counter: counter,
-		budget: intake.NewBudget(0), refused: refusalLog{pool: pool, log: log}}
+func New(st *store.Store, log *slog.Logger, cache *rules.Cache, counter *prometheus.CounterVec) *Receiver {
+	return &Receiver{st: st, log: log, rules: cache, now: time.Now, counter: counter,
+		budget: intake.NewBudget(0), refused: refusalLog{st: st, log: log}}
 }
 
 // WithRefusalMetrics counts refused deliveries into counter (labels source, reason) as well as
@@ -73,17 +71,7 @@ func (rc *Receiver) WithBudget(b *intake.Budget) *Receiver {
 
 // webhook is the receiver's view of switchboard.webhook_for_ingest. The rule list stays raw JSON:
 // it is decoded only to compile it, once per saved version (see route).
-type webhook struct {
-	ID, EndpointID, Source, TrustMode, TargetQueue string
-	Secret                                         *string
-	// Previous is the secret in force before a set-secret with --previous-ttl: it verifies until
-	// PreviousUntil (checked against the receiver's clock, so a cached view ends on time too).
-	Previous                     *string
-	PreviousUntil                *time.Time
-	Rules, DefaultAction, Params []byte
-	RulesVersion                 int64
-	MaxBody                      int64 // cap of the source type; 0: the provider default
-}
+type webhook store.IngestWebhook
 
 // ServeHTTP decides before it reads: the token is resolved (from the remembered webhooks or
 // with one SQL call) and the body's size checked against the webhook's cap and the server's
@@ -115,7 +103,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	logRefusal := func(log *slog.Logger, f *refusal) {
 		switch {
 		case f.err != nil:
-			log.ErrorContext(r.Context(), f.reason, "err", f.err)
+			log.ErrorContext(r.Context(), f.reason, "err", store.Classify(f.err).Unwrap()) // the cause a store error keeps
 		case f.reason != "":
 			log.Log(r.Context(), f.level, "ingest refused", "status", status, "reason", f.reason)
 		}
@@ -334,9 +322,9 @@ func (rc *Receiver) resolve(ctx context.Context, token string, cached bool) (*we
 			return hook, false, nil
 		}
 	}
-	h, err := rc.lookup(ctx, token)
+	w, ok, err := rc.st.WebhookForIngest(ctx, token)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case err == nil && !ok:
 		return nil, true, &refusal{status: http.StatusNotFound, code: "not_found", message: "unknown webhook"}
 	case err != nil && store.Unavailable(err):
 		return nil, true, &refusal{status: http.StatusServiceUnavailable, code: "unavailable", retry: true,
@@ -345,8 +333,9 @@ func (rc *Receiver) resolve(ctx context.Context, token string, cached bool) (*we
 		return nil, true, &refusal{status: http.StatusInternalServerError, code: "internal",
 			message: "internal error", reason: "ingest lookup", err: err}
 	}
-	rc.hooks.put(token, h, rc.now())
-	return h, true, nil
+	h := webhook(w)
+	rc.hooks.put(token, &h, rc.now())
+	return &h, true, nil
 }
 
 // attempt verifies, checks, routes and stores a delivery against one view of its webhook
@@ -429,21 +418,6 @@ func (rc *Receiver) attempt(ctx context.Context, d *delivery, hook *webhook, fre
 	return o
 }
 
-func (rc *Receiver) lookup(ctx context.Context, token string) (*webhook, error) {
-	var h webhook
-	err := rc.pool.QueryRow(ctx,
-		`SELECT webhook_id, endpoint_id, source_type, trust_mode, signing_secret, target_queue,
-		        rules, default_action, rule_params, rules_version, coalesce(max_body, 0),
-		        previous_secret, previous_secret_until
-		   FROM switchboard.webhook_for_ingest($1)`, token).
-		Scan(&h.ID, &h.EndpointID, &h.Source, &h.TrustMode, &h.Secret, &h.TargetQueue,
-			&h.Rules, &h.DefaultAction, &h.Params, &h.RulesVersion, &h.MaxBody, &h.Previous, &h.PreviousUntil)
-	if err != nil {
-		return nil, err
-	}
-	return &h, nil
-}
-
 // compile decodes a stored rule list and compiles it (the rules cache calls it once per version).
 func (h *webhook) compile() (*rules.Program, error) {
 	var (
@@ -513,11 +487,11 @@ func (rc *Receiver) store(ctx context.Context, d *delivery, hook *webhook, v pro
 	if err != nil {
 		return nil, err
 	}
-	raw, err := callIngest(ctx, rc.pool, [][]byte{
-		textParam(hook.ID), textParam(provider.IdempotencyKey(hook.ID, v, d.body)), nullableParam(v.EventType),
-		boolParam(v.Verified), textParam(v.VerifyDetail), nullableParam(d.contentType), intParam(int64(len(d.body))),
-		d.payload, headersJSON, textParam(v.Title), textParam(disposition), traceJSON,
-		nullableParam(dec.Queue), uuidArrayParam(dec.Endpoints), textParam(d.token), intParam(hook.RulesVersion)})
+	raw, err := rc.st.Ingest(ctx, &store.Delivery{
+		WebhookID: hook.ID, DeliveryKey: provider.IdempotencyKey(hook.ID, v, d.body), EventType: v.EventType,
+		Verified: v.Verified, VerifyDetail: v.VerifyDetail, ContentType: d.contentType, PayloadSize: int64(len(d.body)),
+		Payload: d.payload, Headers: headersJSON, Title: v.Title, Disposition: disposition, Routing: traceJSON,
+		Queue: dec.Queue, Endpoints: dec.Endpoints, IngestToken: d.token, RulesVersion: hook.RulesVersion})
 	if err != nil {
 		return nil, err
 	}

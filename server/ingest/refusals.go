@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/server/ingest/provider"
@@ -27,7 +26,7 @@ const refusalEvery = time.Second
 const refusalMapMax = 4096
 
 type refusalLog struct {
-	pool    *pgxpool.Pool
+	st      *store.Store
 	log     *slog.Logger
 	counter *prometheus.CounterVec // labels source, reason; may be nil
 	writes  prometheus.Counter     // may be nil
@@ -93,17 +92,14 @@ func (l *refusalLog) flush(hookID string) {
 	p.counts, p.armed, p.written = [4]int64{}, false, time.Now()
 	l.mu.Unlock()
 
-	var id *string
-	if got.lastID != "" {
-		id = &got.lastID
-	}
 	if l.writes != nil {
 		l.writes.Inc()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := l.pool.Exec(ctx, `SELECT switchboard.webhook_refused($1, $2, $3, $4, $5, $6, $7, $8)`,
-		hookID, got.counts[0], got.counts[1], got.counts[2], got.counts[3], got.lastAt, got.lastReason, id)
+	err := l.st.WebhookRefused(ctx, hookID, store.Refusals{
+		BadSignature: got.counts[0], StaleTimestamp: got.counts[1], TooLarge: got.counts[2], Unparseable: got.counts[3],
+		LastAt: got.lastAt, LastReason: got.lastReason, LastDeliveryID: got.lastID})
 	if err != nil {
 		l.log.Warn("refusal counts not recorded", "webhook_id", hookID, "err", store.Classify(err).Unwrap())
 	}

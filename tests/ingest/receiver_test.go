@@ -27,6 +27,7 @@ import (
 	"switchboard/server/ingest"
 	"switchboard/server/ingest/provider"
 	"switchboard/server/rules"
+	"switchboard/server/store"
 	"switchboard/tests/testdb"
 	"switchboard/tests/testproc"
 )
@@ -51,7 +52,7 @@ func TestMain(m *testing.M) {
 	}
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, logger, rules.NewCache(64), nil))
+	mux.Handle("POST /webhooks/w/{token}", ingest.New(store.New(pool), logger, rules.NewCache(64), nil))
 	srv = httptest.NewServer(mux)
 	code := m.Run()
 	srv.Close()
