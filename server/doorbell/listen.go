@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"switchboard/server/store"
 )
 
 // Channels of switchboard.ring(), switchboard.endpoint_revoke() and switchboard.settings_set().
@@ -83,36 +83,26 @@ func (b *Bell) listen() {
 	}
 }
 
-func (b *Bell) connect() (*pgx.Conn, error) {
-	cfg := b.st.Pool().Config().ConnConfig.Copy()
-	cfg.RuntimeParams["application_name"] = ApplicationName
+func (b *Bell) connect() (*store.Listener, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+channelDoorbell+"; LISTEN "+channelRevoked+"; LISTEN "+channelSettings); err != nil {
-		_ = conn.Close(context.Background())
-		return nil, err
-	}
-	return conn, nil
+	return b.st.Listen(ctx, ApplicationName, channelDoorbell, channelRevoked, channelSettings)
 }
 
 // wait dispatches notifications until the connection fails or the bell closes.
-func (b *Bell) wait(conn *pgx.Conn) error {
+func (b *Bell) wait(conn *store.Listener) error {
 	for {
-		n, err := conn.WaitForNotification(b.ctx)
+		channel, payload, err := conn.Wait(b.ctx)
 		if err != nil {
 			return err
 		}
-		switch n.Channel {
+		switch channel {
 		case channelDoorbell:
 			// switchboard.ring() coalesces per database: '*' means "some work became ready".
-			if n.Payload == "*" {
+			if payload == "*" {
 				b.ringAll()
 			} else {
-				b.Ring(n.Payload)
+				b.Ring(payload)
 			}
 		case channelSettings:
 			// settings_set() changed a tunable: read the doorbell's again, off this loop.
@@ -121,7 +111,7 @@ func (b *Bell) wait(conn *pgx.Conn) error {
 			b.mu.Unlock()
 		case channelRevoked:
 			if f := b.cfg.OnRevoked; f != nil {
-				id := n.Payload
+				id := payload
 				b.mu.Lock()
 				b.goTracked(func() { f(id) })
 				b.mu.Unlock()

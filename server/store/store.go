@@ -28,7 +28,8 @@ type Store struct {
 // New wraps a pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Pool is the underlying pool (for packages that add their own calls, e.g. ingest).
+// Pool is the underlying pool, for tests that look under the methods (the role it runs as,
+// its statistics); server code calls the methods.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // PoolConfig parses a database URL into a pool configuration with the server's defaults:
