@@ -9,6 +9,8 @@ import (
 	"math/big"
 	"strings"
 	"time"
+
+	"switchboard/server/store"
 )
 
 // Approval codes are what a human types into the consent page: 4 groups of 4 from an alphabet
@@ -52,10 +54,8 @@ func runEndpointConnect(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
-	r, err := queryObject(ctx, conn,
-		`SELECT switchboard.oauth_approval_mint(e.id, $2, $3) || jsonb_build_object('slug', e.slug)
-		   FROM switchboard.endpoints e WHERE e.id = switchboard.endpoint_id($1)`, pos[0], sum[:], *ttl)
+	defer conn.Close()
+	r, err := asObject(conn.OAuthApprovalMint(ctx, pos[0], sum[:], *ttl))
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func runEndpointGrants(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	list, err := c.list(ctx, `SELECT switchboard.oauth_grant_list(switchboard.endpoint_id($1))`, pos[0])
+	list, err := c.list(ctx, func(o *store.Operator) ([]byte, error) { return o.OAuthGrantList(ctx, pos[0]) })
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func runEndpointRevokeGrant(ctx context.Context, c *cli, args []string) error {
 	if !uuidShape(pos[0]) {
 		return usagef("endpoint revoke-grant: %q is not a grant id (a UUID; see switchboard endpoint grants)", pos[0])
 	}
-	r, err := c.object(ctx, `SELECT switchboard.oauth_grant_revoke($1::uuid)`, pos[0])
+	r, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.OAuthGrantRevoke(ctx, pos[0]) })
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"switchboard/server/store"
 )
 
 const (
@@ -70,7 +71,7 @@ func runDemo(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	if *checkAddr {
 		servedBaseURL = "" // make run: the server about to start serves SWITCHBOARD_ADDR, not the last one's URL
 	}
@@ -81,9 +82,9 @@ func runDemo(ctx context.Context, c *cli, args []string) error {
 	return c.emit(info, func(w io.Writer) { printDemo(w, info) })
 }
 
-func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
+func setupDemo(ctx context.Context, conn *store.Operator) (demoInfo, error) {
 	var pgErr *pgconn.PgError
-	if _, err := conn.Exec(ctx, `SELECT switchboard.human_add($1)`, demoHuman); err != nil &&
+	if _, err := conn.HumanAdd(ctx, demoHuman); err != nil &&
 		!(errors.As(err, &pgErr) && pgErr.Code == "SB409") { // SB409: the human exists already
 		return demoInfo{}, err
 	}
@@ -114,8 +115,7 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 	if _, err := rand.Read(token); err != nil {
 		return demoInfo{}, err
 	}
-	if err := conn.QueryRow(ctx, `SELECT switchboard.webhook_create($1, 'generic', $2, $3, NULL) ->> 'webhook_id'`,
-		info.EndpointID, demoQueue, hex.EncodeToString(token)).Scan(&info.WebhookID); err != nil {
+	if info.WebhookID, err = conn.WebhookCreateGeneric(ctx, info.EndpointID, demoQueue, hex.EncodeToString(token)); err != nil {
 		return demoInfo{}, err
 	}
 	info.IngestURL = baseURL() + "/webhooks/w/" + hex.EncodeToString(token)
@@ -144,7 +144,7 @@ func fillDemoCommands(info *demoInfo) {
 	info.PushCommand = fmt.Sprintf(
 		`%s todo push --endpoint %s --queue %s --title 'Hello from the CLI' --payload '{"hello":"world"}'`,
 		selfPath(), info.Slug, info.Queue)
-	info.PsqlCommand = `psql "$DATABASE_URL" -c 'SELECT id, queue, state, title FROM switchboard.todos ORDER BY created_at DESC LIMIT 5'`
+	info.PsqlCommand = `psql "$DATABASE_URL" -c '` + store.RecentTodosSQL + `'`
 	info.Curl = fmt.Sprintf(`curl -sS -X POST %s -H 'Authorization: Bearer %s' `+
 		`-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' `+
 		`-d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'`,

@@ -10,7 +10,7 @@ import (
 	"net"
 	"syscall"
 
-	"github.com/jackc/pgx/v5"
+	"switchboard/server/store"
 )
 
 // checkAddrFree refuses when SWITCHBOARD_ADDR (default 127.0.0.1:8080) is taken, so a second
@@ -40,29 +40,13 @@ func nextPort(port string) string {
 // existingDemo finds the demo endpoint an earlier demo vended (active, newest) and its demo
 // webhook. Its credential is not stored, so it cannot be shown again: Credential stays empty
 // and the report says how to rotate it.
-func existingDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, bool, error) {
-	var info demoInfo
-	var token *string
-	err := conn.QueryRow(ctx, `
-		SELECT e.id::text, e.slug,
-		       (SELECT w.id::text FROM switchboard.webhooks w
-		         WHERE w.endpoint_id = e.id AND w.source_type = 'generic' AND w.deleted_at IS NULL
-		         ORDER BY w.created_at LIMIT 1),
-		       (SELECT w.ingest_token FROM switchboard.webhooks w
-		         WHERE w.endpoint_id = e.id AND w.source_type = 'generic' AND w.deleted_at IS NULL
-		         ORDER BY w.created_at LIMIT 1)
-		  FROM switchboard.endpoints e
-		  JOIN switchboard.agents a ON a.id = e.agent_id
-		  JOIN switchboard.humans h ON h.id = a.owner_human_id
-		 WHERE h.name = $1 AND a.name = $2 AND e.state = 'active' AND e.queues = ARRAY[$3]
-		 ORDER BY e.created_at DESC LIMIT 1`, demoHuman, demoAgent, demoQueue).
-		Scan(&info.EndpointID, &info.Slug, &info.WebhookID, &token)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return demoInfo{}, false, nil
-	}
-	if err != nil {
+func existingDemo(ctx context.Context, conn *store.Operator) (demoInfo, bool, error) {
+	d, ok, err := conn.FindDemoEndpoint(ctx, demoHuman, demoAgent, demoQueue)
+	if !ok || err != nil {
 		return demoInfo{}, false, err
 	}
+	info := demoInfo{EndpointID: d.ID, Slug: d.Slug, WebhookID: d.WebhookID}
+	token := d.IngestToken
 	info.Human, info.Agent, info.Queue = demoHuman, demoAgent, demoQueue
 	info.MCPURL = mcpURL(info.Slug)
 	info.Reused = true

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"switchboard/server/store"
 )
 
 // listFlag is a comma-separated list flag. Empty lists and empty items ("a,,b", "") are refused
@@ -101,7 +101,7 @@ type vendRequest struct {
 
 // vend mints a credential, hands only its sha256 and display prefix to switchboard.endpoint_vend,
 // and returns the endpoint with mcp_url and the credential (the one time it is ever shown).
-func vend(ctx context.Context, conn *pgx.Conn, r vendRequest) (map[string]any, error) {
+func vend(ctx context.Context, conn *store.Operator, r vendRequest) (map[string]any, error) {
 	cred, err := newCredential()
 	if err != nil {
 		return nil, err
@@ -113,10 +113,10 @@ func vend(ctx context.Context, conn *pgx.Conn, r vendRequest) (map[string]any, e
 		}
 		return s
 	}
-	e, err := queryObject(ctx, conn,
-		`SELECT switchboard.endpoint_vend($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		r.human, r.agent, sum[:], cred[:12], r.queues, r.verbs, r.webhookMax,
-		orEmpty(r.webhookSources), orEmpty(r.webhookQueues), r.leaseTTL)
+	e, err := asObject(conn.EndpointVend(ctx, store.Vend{Human: r.human, Agent: r.agent,
+		CredentialHash: sum[:], CredentialPrefix: cred[:12], Queues: r.queues, Verbs: r.verbs,
+		WebhookMax: r.webhookMax, WebhookSources: orEmpty(r.webhookSources),
+		WebhookQueues: orEmpty(r.webhookQueues), LeaseTTL: r.leaseTTL}))
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func runEndpointVend(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	e, err := vend(ctx, conn, r)
 	if err != nil {
 		return err
@@ -212,7 +212,7 @@ func runEndpointVend(ctx context.Context, c *cli, args []string) error {
 
 // switchboard endpoint list [--human NAME] → array of endpoints (never a credential).
 func runEndpointList(ctx context.Context, c *cli, args []string) error {
-	list, err := c.listForHuman(ctx, args, "only the endpoints of this human", "switchboard.endpoint_list")
+	list, err := c.listForHuman(ctx, args, "only the endpoints of this human", (*store.Operator).EndpointList)
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func runEndpointRevoke(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.object(ctx, `SELECT switchboard.endpoint_revoke(switchboard.endpoint_id($1))`, pos[0])
+	r, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.EndpointRevoke(ctx, pos[0]) })
 	if err != nil {
 		return err
 	}

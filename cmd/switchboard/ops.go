@@ -13,6 +13,8 @@ import (
 	"os/user"
 	"strconv"
 	"time"
+
+	"switchboard/server/store"
 )
 
 // operator names who acts for the redrive and cancel records: operator:<OS user>.
@@ -42,19 +44,17 @@ func runEndpointRotate(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	cred, err := newCredential()
 	if err != nil {
 		return err
 	}
 	sum := sha256.Sum256([]byte(cred))
-	var graceArg any // nil: no grace
+	var graceArg *time.Duration // nil: no grace
 	if *grace > 0 {
-		graceArg = *grace
+		graceArg = grace
 	}
-	e, err := queryObject(ctx, conn,
-		`SELECT switchboard.endpoint_rotate(switchboard.endpoint_id($1), $2, $3, $4::interval)`,
-		pos[0], sum[:], cred[:12], graceArg)
+	e, err := asObject(conn.EndpointRotate(ctx, pos[0], sum[:], cred[:12], graceArg))
 	if err != nil {
 		return err
 	}
@@ -93,21 +93,12 @@ func runTodoDead(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
-	var queueArg any
+	defer conn.Close()
+	var queueArg *string
 	if *queue != "" {
-		queueArg = *queue
+		queueArg = queue
 	}
-	list, err := queryList(ctx, conn, `
-		SELECT coalesce(jsonb_agg(jsonb_build_object(
-		         'id', d.id, 'slug', d.slug, 'queue', d.queue, 'title', d.title, 'owner', d.owner,
-		         'attempt', d.attempt, 'max_attempts', d.max_attempts, 'result', d.result,
-		         'dead_at', switchboard.rfc3339(d.completed_at), 'redrives', d.redrives,
-		         'redriven_at', switchboard.rfc3339(d.redriven_at), 'redriven_by', d.redriven_by)
-		         ORDER BY d.completed_at DESC, d.id), '[]')
-		  FROM (SELECT * FROM switchboard.dead_letters
-		         WHERE endpoint_id = switchboard.endpoint_id($1) AND ($2::text IS NULL OR queue = $2)
-		         ORDER BY completed_at DESC, id LIMIT $3) d`, *endpoint, queueArg, *limit)
+	list, err := asList(conn.DeadLetters(ctx, *endpoint, queueArg, *limit))
 	if err != nil {
 		return err
 	}
@@ -154,7 +145,7 @@ func runTodoRedrive(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	var todoArg, endpointArg, queueArg, sinceArg any
+	r := store.Redrive{By: operator()}
 	switch {
 	case byID && (*endpoint != "" || *queue != "" || *since != ""):
 		return usagef("todo redrive: give a todo ID or --endpoint and --queue, not both")
@@ -162,7 +153,7 @@ func runTodoRedrive(ctx context.Context, c *cli, args []string) error {
 		if !uuidRE.MatchString(pos[0]) {
 			return usagef("todo redrive: todo id must be a UUID, got %q", pos[0])
 		}
-		todoArg = pos[0]
+		r.Todo = &pos[0]
 	default:
 		if *endpoint == "" && *queue == "" {
 			return usagef("todo redrive: give a todo ID, or --endpoint and --queue (usage: switchboard %s)", c.synopsis)
@@ -173,26 +164,22 @@ func runTodoRedrive(ctx context.Context, c *cli, args []string) error {
 		if err := c.require("queue", *queue); err != nil {
 			return err
 		}
-		endpointArg, queueArg = *endpoint, *queue
+		r.Endpoint, r.Queue = endpoint, queue
 		if *since != "" {
 			t, err := parseSince(*since)
 			if err != nil {
 				return err
 			}
-			sinceArg = t
+			r.Since = &t
 		}
 	}
-	r, err := c.object(ctx, `
-		SELECT switchboard.redrive(p_todo => $1::uuid,
-		         p_endpoint => CASE WHEN $2::text IS NOT NULL THEN switchboard.endpoint_id($2) END,
-		         p_queue => $3, p_since => $4::timestamptz, p_by => $5)`,
-		todoArg, endpointArg, queueArg, sinceArg, operator())
+	out, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.Redrive(ctx, r) })
 	if err != nil {
 		return err
 	}
-	return c.emit(r, func(w io.Writer) {
-		fmt.Fprintf(w, "redrove %s dead letter(s) back to pending with a fresh attempt budget (by %s)\n", text(r["redriven"]), text(r["by"]))
-		if ids, ok := r["ids"].([]any); ok {
+	return c.emit(out, func(w io.Writer) {
+		fmt.Fprintf(w, "redrove %s dead letter(s) back to pending with a fresh attempt budget (by %s)\n", text(out["redriven"]), text(out["by"]))
+		if ids, ok := out["ids"].([]any); ok {
 			for _, id := range ids {
 				fmt.Fprintf(w, "  %s\n", text(id))
 			}
@@ -209,7 +196,7 @@ func runTodoCancel(ctx context.Context, c *cli, args []string) error {
 	if !uuidRE.MatchString(pos[0]) {
 		return usagef("todo cancel: todo id must be a UUID, got %q", pos[0])
 	}
-	r, err := c.object(ctx, `SELECT switchboard.cancel($1::uuid, $2)`, pos[0], operator())
+	r, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.Cancel(ctx, pos[0], operator()) })
 	if err != nil {
 		return err
 	}
@@ -229,18 +216,16 @@ func runPurge(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	var done, dead, events int64
 	batches := 0
 	for {
-		var d, x, e int64
-		var more bool
-		if err := conn.QueryRow(ctx, `SELECT todos_done, todos_dead, events, more FROM switchboard.purge($1)`, *dry).
-			Scan(&d, &x, &e, &more); err != nil {
+		b, err := conn.Purge(ctx, *dry)
+		if err != nil {
 			return err
 		}
-		done, dead, events, batches = done+d, dead+x, events+e, batches+1
-		if !more {
+		done, dead, events, batches = done+b.TodosDone, dead+b.TodosDead, events+b.Events, batches+1
+		if !b.More {
 			break
 		}
 	}

@@ -31,7 +31,7 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	var payloadArg, keyArg any // nil: SQL NULL
+	var payloadArg, keyArg *string // nil: SQL NULL
 	if *payload != "" {
 		// The bounds every stored payload keeps (server/safejson): a strict client must be able
 		// to decode the todo; text jsonb cannot hold becomes U+FFFD, as in a delivery.
@@ -45,37 +45,30 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 			}
 			return usagef("--payload is not valid JSON")
 		case rep.Unstorable:
-			payloadArg = json.RawMessage(safejson.Sanitize([]byte(*payload)))
+			sanitized := string(safejson.Sanitize([]byte(*payload)))
+			payloadArg = &sanitized
 		default:
-			payloadArg = json.RawMessage(*payload)
+			payloadArg = payload
 		}
 	}
 	if *key != "" {
-		keyArg = *key
+		keyArg = key
 	}
 
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	// A todo outside the endpoint's granted queues could never be listed or claimed: refuse it.
-	var endpointID string
-	var granted []string
-	err = conn.QueryRow(ctx,
-		`SELECT e.id::text, e.queues FROM switchboard.endpoints e WHERE e.id = switchboard.endpoint_id($1)`,
-		*endpoint).Scan(&endpointID, &granted)
+	endpointID, granted, err := conn.EndpointQueues(ctx, *endpoint)
 	if err != nil {
 		return err
 	}
 	if !slices.Contains(granted, *queue) {
 		return usagef("queue %q is not granted to the endpoint (granted: %s)", *queue, strings.Join(granted, ","))
 	}
-	var id string
-	var created bool
-	err = conn.QueryRow(ctx,
-		`SELECT todo_id::text, created FROM switchboard.create_todo($1::uuid, $2, $3, $4::jsonb, $5)`,
-		endpointID, *queue, *title, payloadArg, keyArg).Scan(&id, &created)
+	id, created, err := conn.CreateTodo(ctx, endpointID, *queue, *title, payloadArg, keyArg)
 	if err != nil {
 		return err
 	}
@@ -126,15 +119,13 @@ func runReap(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
-	var requeued, dead, released int
-	err = conn.QueryRow(ctx, `SELECT requeued, dead_lettered, retries_released FROM switchboard.reap()`).
-		Scan(&requeued, &dead, &released)
+	defer conn.Close()
+	r, err := conn.Reap(ctx)
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"requeued": requeued, "dead_lettered": dead, "retries_released": released}
+	out := map[string]any{"requeued": r.Requeued, "dead_lettered": r.DeadLettered, "retries_released": r.RetriesReleased}
 	return c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "requeued %d, dead-lettered %d, retries released %d\n", requeued, dead, released)
+		fmt.Fprintf(w, "requeued %d, dead-lettered %d, retries released %d\n", r.Requeued, r.DeadLettered, r.RetriesReleased)
 	})
 }
