@@ -23,10 +23,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
 	"switchboard/server/ingest"
-	"switchboard/server/intake"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
 	"switchboard/server/oauth"
@@ -112,7 +112,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
 	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(s.store, log, rules.NewCache(1024), s.metrics.Ingest).
-		WithBudget(intake.NewBudget(cfg.BodyBudget)).WithRefusalMetrics(s.metrics.IngestRefusals, s.metrics.IngestRefusalWrites))
+		WithBudget(bodybudget.New(cfg.BodyBudget)).WithRefusalMetrics(s.metrics.IngestRefusals, s.metrics.IngestRefusalWrites))
 	// OAuth for hosted agents: the discovery documents a client reads after a 401, the
 	// authorization server and its consent page (server/oauth).
 	oo := cfg.OAuth

@@ -19,8 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"switchboard/server/bodybudget"
 	"switchboard/server/ingest/provider"
-	"switchboard/server/intake"
 	"switchboard/server/rules"
 	"switchboard/server/safejson"
 	"switchboard/server/store"
@@ -43,17 +43,17 @@ type Receiver struct {
 	log     *slog.Logger
 	rules   *rules.Cache
 	hooks   hookCache
-	budget  *intake.Budget
+	budget  *bodybudget.Budget
 	now     func() time.Time
 	counter *prometheus.CounterVec
 	refused refusalLog
 }
 
-// New builds a receiver with the default body budget (intake.DefaultBudget). counter (labels
+// New builds a receiver with the default body budget (bodybudget.Default). counter (labels
 // source, status) may be nil.
 func New(st *store.Store, log *slog.Logger, cache *rules.Cache, counter *prometheus.CounterVec) *Receiver {
 	return &Receiver{st: st, log: log, rules: cache, now: time.Now, counter: counter,
-		budget: intake.NewBudget(0), refused: refusalLog{st: st, log: log}}
+		budget: bodybudget.New(0), refused: refusalLog{st: st, log: log}}
 }
 
 // WithRefusalMetrics counts refused deliveries into counter (labels source, reason) as well as
@@ -64,7 +64,7 @@ func (rc *Receiver) WithRefusalMetrics(counter *prometheus.CounterVec, writes pr
 }
 
 // WithBudget makes the receiver share a body budget (bytes in flight across deliveries).
-func (rc *Receiver) WithBudget(b *intake.Budget) *Receiver {
+func (rc *Receiver) WithBudget(b *bodybudget.Budget) *Receiver {
 	rc.budget = b
 	return rc
 }
@@ -96,9 +96,9 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// refuse answers without reading the body, then lets the sender finish writing it.
 	refuse := func(f *refusal) {
 		if f.retry {
-			intake.RetryAfter(w, time.Second)
+			bodybudget.RetryAfter(w, time.Second)
 		}
-		intake.Refuse(w, r.Body, func() { fail(f.status, f.code, f.message) })
+		bodybudget.Refuse(w, r.Body, func() { fail(f.status, f.code, f.message) })
 	}
 	logRefusal := func(log *slog.Logger, f *refusal) {
 		switch {
@@ -182,7 +182,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if f := a.refused; f != nil {
 		if f.retry {
-			intake.RetryAfter(w, time.Second)
+			bodybudget.RetryAfter(w, time.Second)
 		}
 		fail(f.status, f.code, f.message)
 		logRefusal(log, f)

@@ -26,9 +26,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
-	"switchboard/server/intake"
 	"switchboard/server/metrics"
 	"switchboard/server/store"
 )
@@ -202,7 +202,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > MaxBody {
 		// Answered at once from Content-Length; the client may still be writing, so the rest
 		// is read and dropped (briefly) before the connection closes.
-		intake.Refuse(w, r.Body, func() {
+		bodybudget.Refuse(w, r.Body, func() {
 			writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds 1 MiB")
 		})
 		return
@@ -325,7 +325,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []by
 	if err != nil && store.Unavailable(err) {
 		// An outage, not a bug: the client should come back shortly.
 		h.log.Warn("credential lookup failed: database unavailable", "err", err)
-		intake.RetryAfter(w, time.Second)
+		bodybudget.RetryAfter(w, time.Second)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "database unavailable; retry")
 		return store.Endpoint{}, false
 	}

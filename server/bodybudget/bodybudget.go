@@ -1,7 +1,8 @@
-// Package intake bounds what request bodies may cost the server: a budget of body bytes held
-// at once across all requests, and a refusal that lets a client still writing an unwanted body
-// read its answer instead of a connection reset.
-package intake
+// Package bodybudget bounds what request bodies may cost the server: a budget of body bytes
+// held at once across requests (the webhook receiver's), and a refusal that lets a client still
+// writing an unwanted body read its answer instead of a connection reset (the receiver's and
+// the MCP handler's).
+package bodybudget
 
 import (
 	"io"
@@ -20,8 +21,8 @@ const (
 	LingerMax     = 64 << 20
 )
 
-// DefaultBudget is the default for body bytes in flight across the receiver.
-const DefaultBudget = 64 << 20
+// Default is the default for body bytes in flight across the receiver.
+const Default = 64 << 20
 
 // Budget counts body bytes being held by requests in flight. Acquire before reading a body,
 // Release when the request is done with it. When the budget drains after large bodies, the
@@ -33,10 +34,10 @@ type Budget struct {
 	pending atomic.Bool
 }
 
-// NewBudget makes a budget of max bytes (max <= 0: DefaultBudget).
-func NewBudget(max int64) *Budget {
+// New makes a budget of max bytes (max <= 0: Default).
+func New(max int64) *Budget {
 	if max <= 0 {
-		max = DefaultBudget
+		max = Default
 	}
 	return &Budget{max: max}
 }
