@@ -26,10 +26,10 @@ import (
 	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
-	"switchboard/server/ingest"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
 	"switchboard/server/oauth"
+	"switchboard/server/receiver"
 	"switchboard/server/rules"
 	"switchboard/server/store"
 	"switchboard/server/webhooks"
@@ -111,7 +111,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		MaxSessions: cfg.MaxSessionsPerEndpoint,
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
-	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(s.store, log, rules.NewCache(1024), s.metrics.Ingest).
+	s.mux.Handle("POST /webhooks/w/{token}", receiver.New(s.store, log, rules.NewCache(1024), s.metrics.Ingest).
 		WithBudget(bodybudget.New(cfg.BodyBudget)).WithRefusalMetrics(s.metrics.IngestRefusals, s.metrics.IngestRefusalWrites))
 	// OAuth for hosted agents: the discovery documents a client reads after a 401, the
 	// authorization server and its consent page (server/oauth).

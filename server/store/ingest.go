@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The webhook receiver's calls (server/ingest): read a webhook by its ingest token, store a
+// The webhook receiver's calls (server/receiver): read a webhook by its ingest token, store a
 // delivery, count refusals.
 
 // IngestWebhook is a webhook as the receiver reads it (switchboard.webhook_for_ingest). The

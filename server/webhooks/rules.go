@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver/provider"
 	"switchboard/server/rules"
 	"switchboard/server/store"
 )

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver/provider"
 )
 
 var whsecBase64 = regexp.MustCompile(`^whsec_[A-Za-z0-9+/]{43}=$`)

@@ -1,6 +1,6 @@
 // Real senders: Slack's url_verification, the forges' ping, large GitHub payloads and Standard
 // Webhooks, as those senders shape their requests.
-package ingest_test
+package receiver_test
 
 import (
 	"bytes"

@@ -1,9 +1,10 @@
-// Package ingest is the webhook receiver: POST /webhooks/w/{ingest_token}. It bounds the body,
-// finds the webhook, verifies the provider signature over the raw bytes, evaluates the routing
-// rules, and hands everything to one SQL call (switchboard.ingest_if_current, then ingest) that
-// stores the event and one todo per target in a single transaction. The doorbell rings from
-// inside that transaction.
-package ingest
+// Package receiver is the HTTP receiver of provider deliveries: POST /webhooks/w/{ingest_token}.
+// It bounds the body, finds the webhook, verifies the provider signature over the raw bytes
+// (provider/), evaluates the routing rules, and hands everything to one store call
+// (switchboard.ingest_if_current, then ingest) that stores the event and one todo per target in
+// a single transaction. The doorbell rings from inside that transaction. The agent's tools that
+// manage webhooks are another package, server/webhooktools.
+package receiver
 
 import (
 	"bytes"
@@ -20,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/server/bodybudget"
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver/provider"
 	"switchboard/server/rules"
 	"switchboard/server/safejson"
 	"switchboard/server/store"

@@ -1,4 +1,4 @@
-package ingest
+package receiver
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver/provider"
 	"switchboard/server/store"
 )
 

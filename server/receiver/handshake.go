@@ -1,10 +1,10 @@
-package ingest
+package receiver
 
 import (
 	"context"
 	"net/http"
 
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver/provider"
 	"switchboard/server/rules"
 )
 

@@ -1,6 +1,6 @@
 // Real HTTP deliveries, signed here the way each provider signs (independently of the server's
 // verifier), against the receiver and a real PostgreSQL.
-package ingest_test
+package receiver_test
 
 import (
 	"bytes"
@@ -24,8 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"switchboard/server/ingest"
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver"
+	"switchboard/server/receiver/provider"
 	"switchboard/server/rules"
 	"switchboard/server/store"
 	"switchboard/tests/testdb"
@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 	}
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/w/{token}", ingest.New(store.New(pool), logger, rules.NewCache(64), nil))
+	mux.Handle("POST /webhooks/w/{token}", receiver.New(store.New(pool), logger, rules.NewCache(64), nil))
 	srv = httptest.NewServer(mux)
 	code := m.Run()
 	srv.Close()

@@ -1,4 +1,4 @@
-package ingest_test
+package receiver_test
 
 import (
 	"context"
