@@ -32,7 +32,7 @@ import (
 	"switchboard/server/receiver"
 	"switchboard/server/rules"
 	"switchboard/server/store"
-	"switchboard/server/webhooks"
+	"switchboard/server/webhooktools"
 )
 
 // Server is one Switchboard server process's worth of parts.
@@ -90,7 +90,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		mux:     http.NewServeMux(),
 	}
 	s.tools.Add(mcpapi.TodoTools()...)
-	s.tools.Add(webhooks.Tools(webhooks.New(s.store, s.baseURL))...)
+	s.tools.Add(webhooktools.Tools(webhooktools.New(s.store, s.baseURL))...)
 	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
 	s.bell = doorbell.New(s.store, doorbell.Config{
 		Window:     cfg.DoorbellWindow,

@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// The agent's webhook verbs (server/webhooks). Each is one call of its switchboard function and
+// The agent's webhook tools (server/webhooktools). Each is one call of its switchboard function and
 // answers the function's jsonb as it is.
 
 // WebhookCreate: switchboard.webhook_create — a webhook with a fresh ingest token and signing

@@ -6,7 +6,7 @@
 // endpoints, so tests never see each other's work. The shared server's webhook rate limit is
 // raised (tests create, rotate and delete freely); the rate-limit test runs a server of its own
 // with the default limits.
-package webhooks_test
+package webhooktools_test
 
 import (
 	"bytes"

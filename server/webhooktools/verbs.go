@@ -1,9 +1,9 @@
-// Package webhooks implements the agent's webhook verbs (contract §4.4, §6): self-management within
-// the ceiling, routes, rules and event history. Each verb is a thin call of one SQL function
-// through server/store;
-// Go adds only what SQL cannot do: minting secrets, building ingest URLs, and parsing and
-// evaluating jq. Errors are *store.Error or errors store.Classify maps.
-package webhooks
+// Package webhooktools is the agent's webhook tools (contract §4.4, §6): self-management of
+// webhooks within the ceiling, routes, rules and event history. Each verb is a thin call of one
+// SQL function through server/store; Go adds only what SQL cannot do: minting secrets, building
+// ingest URLs, and parsing and evaluating jq. The deliveries themselves arrive at another
+// package, server/receiver. Errors are *store.Error or errors store.Classify maps.
+package webhooktools
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package webhooks_test
+package webhooktools_test
 
 // Issue 4 through MCP: create / list / rotate / delete within the ceiling, the webhook rate
 // limit, and the event verbs.

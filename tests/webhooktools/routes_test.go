@@ -1,4 +1,4 @@
-package webhooks_test
+package webhooktools_test
 
 // Issue 5 through MCP: route verbs under ownership and friendship, and what a delivery then does.
 

@@ -1,4 +1,4 @@
-package webhooks_test
+package webhooktools_test
 
 // Issue 6 through MCP: the rule verbs, what rules do to deliveries, faults, and the dry run.
 

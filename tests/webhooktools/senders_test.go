@@ -1,4 +1,4 @@
-package webhooks_test
+package webhooktools_test
 
 // Real senders through MCP: a standard webhook within the ceiling, its whsec_ secret revealed once
 // on create and rotate, and handshakes visible in list_webhook_events.
