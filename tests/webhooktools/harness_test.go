@@ -1,4 +1,4 @@
-// Package webhooks_test drives the webhook tool family (contract §4.4, §6) the way an agent
+// Package webhooktools_test drives the webhook tool family (contract §4.4, §6) the way an agent
 // does: through the go-sdk MCP client against a real server and a real PostgreSQL, with
 // deliveries signed here, independently of the server's verifier, the way GitHub signs them.
 //
