@@ -1,7 +1,10 @@
 // Command switchboard is the one binary of Switchboard: the server (`serve`), the migrations
 // (`migrate`) and the operator CLI of contract §8. The logic lives in the PL/pgSQL functions of
 // the schema `switchboard`; every command here parses and checks its arguments, calls one or two
-// of those functions over a single connection, and prints the result.
+// of those functions over a single connection (store.Operator: the CLI's SQL lives in
+// server/store like the server's), and prints the result. One file per command group:
+// endpoint.go, human.go, friend.go, webhook.go, todo.go, settings.go, maintenance.go (reap,
+// purge), demo.go, migrate.go, serve.go.
 //
 // Output: with --json (accepted anywhere after the command words) exactly one JSON value on
 // stdout; without it a short human-readable form. Errors: one line `switchboard: <message>` on
