@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"switchboard/server/metrics"
 	"switchboard/server/oauth"
 	"switchboard/server/receiver"
+	"switchboard/server/revocation"
 	"switchboard/server/rules"
 	"switchboard/server/store"
 	"switchboard/server/webhooktools"
@@ -92,17 +92,19 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s.tools.Add(mcpapi.TodoTools()...)
 	s.tools.Add(webhooktools.Tools(webhooktools.New(s.store, s.baseURL))...)
 	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
+	revocations := revocation.New(s.onRevoked)
 	s.bell = doorbell.New(s.store, doorbell.Config{
-		Window:     cfg.DoorbellWindow,
-		OnRevoked:  s.onRevoked,
-		MaxWaiting: cfg.MaxWaiting,
-		Log:        log,
-		Metrics:    s.metrics,
+		Window:      cfg.DoorbellWindow,
+		Revocations: revocations,
+		MaxWaiting:  cfg.MaxWaiting,
+		Log:         log,
+		Metrics:     s.metrics,
 	})
 	s.mcp = mcpapi.New(mcpapi.Options{
 		Store:       s.store,
 		Tools:       s.tools,
 		Bell:        s.bell,
+		Revocations: revocations,
 		Log:         log,
 		Metrics:     s.metrics,
 		BaseURL:     s.baseURL,
@@ -244,23 +246,22 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	return errors.Join(serveErr, shutErr)
 }
 
-// onRevoked handles a switchboard_revoked notification: "<endpoint id>" for a revoked endpoint
-// (its sessions close), "rotated:<endpoint id>" for a rotated credential (sessions whose
-// credential no longer resolves close; the endpoint stays), "recheck:<endpoint id>" for revoked
-// OAuth access tokens (nothing closes; the endpoint's next requests are checked in the database,
-// so a client that refreshed its token carries on and a revoked token gets 401).
-func (s *Server) onRevoked(payload string) {
-	if id, ok := strings.CutPrefix(payload, "recheck:"); ok {
-		s.mcp.Recheck(id)
-		return
-	}
-	if id, ok := strings.CutPrefix(payload, "rotated:"); ok {
+// onRevoked acts on the revocation feed (server/revocation): a revoked endpoint's sessions
+// close; after a rotation, sessions whose credential no longer resolves close (the endpoint
+// stays); after OAuth access tokens were revoked nothing closes, but the endpoint's next
+// requests are checked in the database, so a client that refreshed its token carries on and a
+// revoked token gets 401.
+func (s *Server) onRevoked(e revocation.Event) {
+	switch e.Kind {
+	case revocation.Recheck:
+		s.mcp.Recheck(e.Endpoint)
+	case revocation.Rotated:
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s.mcp.Rotated(ctx, id)
-		return
+		s.mcp.Rotated(ctx, e.Endpoint)
+	default:
+		s.mcp.Revoke(e.Endpoint)
 	}
-	s.mcp.Revoke(payload)
 }
 
 // NewLogger is the server's JSON logger on stderr.

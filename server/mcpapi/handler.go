@@ -30,6 +30,7 @@ import (
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
 	"switchboard/server/metrics"
+	"switchboard/server/revocation"
 	"switchboard/server/store"
 )
 
@@ -64,6 +65,8 @@ type Options struct {
 	// MaxSessions caps the live sessions of one endpoint in this process (default 64).
 	MaxSessions int
 	Version     string // server version reported by initialize
+	// Revocations is the revocation feed (nil: none; every request is checked in the database).
+	Revocations *revocation.Feed
 }
 
 // Handler serves /mcp/{slug}. Mount it with a pattern that binds {slug}, e.g. "/mcp/{slug}".
@@ -286,13 +289,8 @@ type verified struct {
 	until time.Time // an OAuth access token's expiry (zero: an sbk_ credential)
 }
 
-// epoch is the revocation feed's (doorbell.Bell.Epoch); 0, trusting nothing, without a bell.
-func (h *Handler) epoch() uint64 {
-	if h.o.Bell == nil {
-		return 0
-	}
-	return h.o.Bell.Epoch()
-}
+// epoch is the revocation feed's (revocation.Feed.Epoch); 0, trusting nothing, without a feed.
+func (h *Handler) epoch() uint64 { return h.o.Revocations.Epoch() }
 
 // trustedSession authenticates without the database a request on a live session of this path
 // whose credential (the same hash) the database confirmed during the current epoch of the
