@@ -37,27 +37,14 @@ func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rows, err := c.st.Pool().Query(ctx,
-		`SELECT slug, queue, state, todos, extract(epoch FROM oldest_pending_age)::float8 FROM switchboard.queue_depth`)
-	failed := 0.0
-	if err == nil {
-		for rows.Next() {
-			var slug, queue, state string
-			var n int64
-			var age *float64
-			if err = rows.Scan(&slug, &queue, &state, &n, &age); err != nil {
-				break
-			}
-			ch <- prometheus.MustNewConstMetric(c.todos, prometheus.GaugeValue, float64(n), slug, queue, state)
-			if age != nil {
-				ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, *age, slug, queue)
-			}
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
+	rows, err := c.st.QueueDepths(ctx)
+	for _, r := range rows {
+		ch <- prometheus.MustNewConstMetric(c.todos, prometheus.GaugeValue, float64(r.Todos), r.Slug, r.Queue, r.State)
+		if r.OldestPending != nil {
+			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, *r.OldestPending, r.Slug, r.Queue)
 		}
 	}
+	failed := 0.0
 	if err != nil {
 		failed = 1
 	}

@@ -16,23 +16,23 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
-	"switchboard/server/ingest"
-	"switchboard/server/intake"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
 	"switchboard/server/oauth"
+	"switchboard/server/receiver"
+	"switchboard/server/revocation"
 	"switchboard/server/rules"
 	"switchboard/server/store"
-	"switchboard/server/webhooks"
+	"switchboard/server/webhooktools"
 )
 
 // Server is one Switchboard server process's worth of parts.
@@ -90,19 +90,21 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		mux:     http.NewServeMux(),
 	}
 	s.tools.Add(mcpapi.TodoTools()...)
-	s.tools.Add(webhooks.Tools(webhooks.New(pool, s.baseURL))...)
+	s.tools.Add(webhooktools.Tools(webhooktools.New(s.store, s.baseURL))...)
 	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
+	revocations := revocation.New(s.onRevoked)
 	s.bell = doorbell.New(s.store, doorbell.Config{
-		Window:     cfg.DoorbellWindow,
-		OnRevoked:  s.onRevoked,
-		MaxWaiting: cfg.MaxWaiting,
-		Log:        log,
-		Metrics:    s.metrics,
+		Window:      cfg.DoorbellWindow,
+		Revocations: revocations,
+		MaxWaiting:  cfg.MaxWaiting,
+		Log:         log,
+		Metrics:     s.metrics,
 	})
 	s.mcp = mcpapi.New(mcpapi.Options{
 		Store:       s.store,
 		Tools:       s.tools,
 		Bell:        s.bell,
+		Revocations: revocations,
 		Log:         log,
 		Metrics:     s.metrics,
 		BaseURL:     s.baseURL,
@@ -111,13 +113,13 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		MaxSessions: cfg.MaxSessionsPerEndpoint,
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
-	s.mux.Handle("POST /webhooks/w/{token}", ingest.New(pool, log, rules.NewCache(1024), s.metrics.Ingest).
-		WithBudget(intake.NewBudget(cfg.BodyBudget)).WithRefusalMetrics(s.metrics.IngestRefusals, s.metrics.IngestRefusalWrites))
+	s.mux.Handle("POST /webhooks/w/{token}", receiver.New(s.store, log, rules.NewCache(1024), s.metrics.Ingest).
+		WithBudget(bodybudget.New(cfg.BodyBudget)).WithRefusalMetrics(s.metrics.IngestRefusals, s.metrics.IngestRefusalWrites))
 	// OAuth for hosted agents: the discovery documents a client reads after a 401, the
 	// authorization server and its consent page (server/oauth).
 	oo := cfg.OAuth
 	oo.BaseURL, oo.Log, oo.Registerer = s.baseURL, log, s.metrics.Registry
-	as, err := oauth.New(pool, oo)
+	as, err := oauth.New(s.store, oo)
 	if err != nil {
 		return nil, err
 	}
@@ -244,23 +246,22 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	return errors.Join(serveErr, shutErr)
 }
 
-// onRevoked handles a switchboard_revoked notification: "<endpoint id>" for a revoked endpoint
-// (its sessions close), "rotated:<endpoint id>" for a rotated credential (sessions whose
-// credential no longer resolves close; the endpoint stays), "recheck:<endpoint id>" for revoked
-// OAuth access tokens (nothing closes; the endpoint's next requests are checked in the database,
-// so a client that refreshed its token carries on and a revoked token gets 401).
-func (s *Server) onRevoked(payload string) {
-	if id, ok := strings.CutPrefix(payload, "recheck:"); ok {
-		s.mcp.Recheck(id)
-		return
-	}
-	if id, ok := strings.CutPrefix(payload, "rotated:"); ok {
+// onRevoked acts on the revocation feed (server/revocation): a revoked endpoint's sessions
+// close; after a rotation, sessions whose credential no longer resolves close (the endpoint
+// stays); after OAuth access tokens were revoked nothing closes, but the endpoint's next
+// requests are checked in the database, so a client that refreshed its token carries on and a
+// revoked token gets 401.
+func (s *Server) onRevoked(e revocation.Event) {
+	switch e.Kind {
+	case revocation.Recheck:
+		s.mcp.Recheck(e.Endpoint)
+	case revocation.Rotated:
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s.mcp.Rotated(ctx, id)
-		return
+		s.mcp.Rotated(ctx, e.Endpoint)
+	default:
+		s.mcp.Revoke(e.Endpoint)
 	}
-	s.mcp.Revoke(payload)
 }
 
 // NewLogger is the server's JSON logger on stderr.

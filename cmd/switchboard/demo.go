@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"switchboard/server/store"
 )
 
 const (
@@ -70,7 +73,7 @@ func runDemo(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	if *checkAddr {
 		servedBaseURL = "" // make run: the server about to start serves SWITCHBOARD_ADDR, not the last one's URL
 	}
@@ -81,9 +84,9 @@ func runDemo(ctx context.Context, c *cli, args []string) error {
 	return c.emit(info, func(w io.Writer) { printDemo(w, info) })
 }
 
-func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
+func setupDemo(ctx context.Context, conn *store.Operator) (demoInfo, error) {
 	var pgErr *pgconn.PgError
-	if _, err := conn.Exec(ctx, `SELECT switchboard.human_add($1)`, demoHuman); err != nil &&
+	if _, err := conn.HumanAdd(ctx, demoHuman); err != nil &&
 		!(errors.As(err, &pgErr) && pgErr.Code == "SB409") { // SB409: the human exists already
 		return demoInfo{}, err
 	}
@@ -114,8 +117,7 @@ func setupDemo(ctx context.Context, conn *pgx.Conn) (demoInfo, error) {
 	if _, err := rand.Read(token); err != nil {
 		return demoInfo{}, err
 	}
-	if err := conn.QueryRow(ctx, `SELECT switchboard.webhook_create($1, 'generic', $2, $3, NULL) ->> 'webhook_id'`,
-		info.EndpointID, demoQueue, hex.EncodeToString(token)).Scan(&info.WebhookID); err != nil {
+	if info.WebhookID, err = conn.WebhookCreateGeneric(ctx, info.EndpointID, demoQueue, hex.EncodeToString(token)); err != nil {
 		return demoInfo{}, err
 	}
 	info.IngestURL = baseURL() + "/webhooks/w/" + hex.EncodeToString(token)
@@ -144,7 +146,7 @@ func fillDemoCommands(info *demoInfo) {
 	info.PushCommand = fmt.Sprintf(
 		`%s todo push --endpoint %s --queue %s --title 'Hello from the CLI' --payload '{"hello":"world"}'`,
 		selfPath(), info.Slug, info.Queue)
-	info.PsqlCommand = `psql "$DATABASE_URL" -c 'SELECT id, queue, state, title FROM switchboard.todos ORDER BY created_at DESC LIMIT 5'`
+	info.PsqlCommand = `psql "$DATABASE_URL" -c '` + store.RecentTodosSQL + `'`
 	info.Curl = fmt.Sprintf(`curl -sS -X POST %s -H 'Authorization: Bearer %s' `+
 		`-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' `+
 		`-d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"0"}}}'`,
@@ -214,4 +216,55 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// What makes `make run` repeatable: reuse the demo endpoint vended by an earlier run, and stop
+// before vending anything when the listen address is taken.
+
+// checkAddrFree refuses when SWITCHBOARD_ADDR (default 127.0.0.1:8080) is taken, so a second
+// `make run` stops before it vends anything.
+func checkAddrFree() error {
+	addr := getenvDefault("SWITCHBOARD_ADDR", "127.0.0.1:8080")
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln.Close()
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		host, port, _ := net.SplitHostPort(addr)
+		return usagef("port %s is busy (%s is taken, perhaps by a running `make run` or switchboard serve): stop that, or choose another port, e.g. SWITCHBOARD_ADDR=%s make run",
+			port, addr, net.JoinHostPort(host, nextPort(port)))
+	}
+	return usagef("cannot listen on SWITCHBOARD_ADDR=%s: %v", addr, err)
+}
+
+func nextPort(port string) string {
+	var n int
+	if _, err := fmt.Sscanf(port, "%d", &n); err != nil || n <= 0 || n >= 65535 {
+		return "8081"
+	}
+	return fmt.Sprint(n + 1)
+}
+
+// existingDemo finds the demo endpoint an earlier demo vended (active, newest) and its demo
+// webhook. Its credential is not stored, so it cannot be shown again: Credential stays empty
+// and the report says how to rotate it.
+func existingDemo(ctx context.Context, conn *store.Operator) (demoInfo, bool, error) {
+	d, ok, err := conn.FindDemoEndpoint(ctx, demoHuman, demoAgent, demoQueue)
+	if !ok || err != nil {
+		return demoInfo{}, false, err
+	}
+	info := demoInfo{EndpointID: d.ID, Slug: d.Slug, WebhookID: d.WebhookID}
+	token := d.IngestToken
+	info.Human, info.Agent, info.Queue = demoHuman, demoAgent, demoQueue
+	info.MCPURL = mcpURL(info.Slug)
+	info.Reused = true
+	if token != nil {
+		info.IngestURL = baseURL() + "/webhooks/w/" + *token
+	}
+	return info, true, nil
+}
+
+// rotateHint is what the reused demo prints instead of the credential.
+func rotateHint(slug string) string {
+	return "not shown again (it is stored hashed); print a new one with (DATABASE_URL exported as below): " + selfPath() + " endpoint rotate " + slug
 }

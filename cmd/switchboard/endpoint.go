@@ -1,5 +1,8 @@
 package main
 
+// The endpoint commands: vend, list, revoke and rotate a credential; connect, grants and
+// revoke-grant for hosted agents that sign in with OAuth (server/oauth).
+
 import (
 	"context"
 	"crypto/rand"
@@ -8,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/jackc/pgx/v5"
+	"switchboard/server/store"
 )
 
 // listFlag is a comma-separated list flag. Empty lists and empty items ("a,,b", "") are refused
@@ -101,7 +106,7 @@ type vendRequest struct {
 
 // vend mints a credential, hands only its sha256 and display prefix to switchboard.endpoint_vend,
 // and returns the endpoint with mcp_url and the credential (the one time it is ever shown).
-func vend(ctx context.Context, conn *pgx.Conn, r vendRequest) (map[string]any, error) {
+func vend(ctx context.Context, conn *store.Operator, r vendRequest) (map[string]any, error) {
 	cred, err := newCredential()
 	if err != nil {
 		return nil, err
@@ -113,10 +118,10 @@ func vend(ctx context.Context, conn *pgx.Conn, r vendRequest) (map[string]any, e
 		}
 		return s
 	}
-	e, err := queryObject(ctx, conn,
-		`SELECT switchboard.endpoint_vend($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		r.human, r.agent, sum[:], cred[:12], r.queues, r.verbs, r.webhookMax,
-		orEmpty(r.webhookSources), orEmpty(r.webhookQueues), r.leaseTTL)
+	e, err := asObject(conn.EndpointVend(ctx, store.Vend{Human: r.human, Agent: r.agent,
+		CredentialHash: sum[:], CredentialPrefix: cred[:12], Queues: r.queues, Verbs: r.verbs,
+		WebhookMax: r.webhookMax, WebhookSources: orEmpty(r.webhookSources),
+		WebhookQueues: orEmpty(r.webhookQueues), LeaseTTL: r.leaseTTL}))
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +185,7 @@ func runEndpointVend(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	e, err := vend(ctx, conn, r)
 	if err != nil {
 		return err
@@ -212,7 +217,7 @@ func runEndpointVend(ctx context.Context, c *cli, args []string) error {
 
 // switchboard endpoint list [--human NAME] → array of endpoints (never a credential).
 func runEndpointList(ctx context.Context, c *cli, args []string) error {
-	list, err := c.listForHuman(ctx, args, "only the endpoints of this human", "switchboard.endpoint_list")
+	list, err := c.listForHuman(ctx, args, "only the endpoints of this human", (*store.Operator).EndpointList)
 	if err != nil {
 		return err
 	}
@@ -241,11 +246,173 @@ func runEndpointRevoke(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.object(ctx, `SELECT switchboard.endpoint_revoke(switchboard.endpoint_id($1))`, pos[0])
+	r, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.EndpointRevoke(ctx, pos[0]) })
 	if err != nil {
 		return err
 	}
 	return c.emit(r, func(w io.Writer) {
 		fmt.Fprintf(w, "revoked endpoint %s; %s open todo(s) dead-lettered\n", text(r["endpoint_id"]), text(r["todos_dead_lettered"]))
 	})
+}
+
+// switchboard endpoint rotate ID|SLUG [--grace 10m] → the endpoint with its new credential.
+func runEndpointRotate(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	grace := fs.Duration("grace", 0, "keep the old credential valid this long (e.g. 10m; at most 168h); default: it stops at once")
+	pos, err := c.parse(fs, args, "ID|SLUG")
+	if err != nil {
+		return err
+	}
+	if *grace < 0 || *grace > 7*24*time.Hour {
+		return usagef("endpoint rotate: --grace must be between 0 and 168h, got %s", *grace)
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cred, err := newCredential()
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(cred))
+	var graceArg *time.Duration // nil: no grace
+	if *grace > 0 {
+		graceArg = grace
+	}
+	e, err := asObject(conn.EndpointRotate(ctx, pos[0], sum[:], cred[:12], graceArg))
+	if err != nil {
+		return err
+	}
+	e["mcp_url"] = mcpURL(text(e["slug"]))
+	e["credential"] = cred
+	return c.emit(e, func(w io.Writer) {
+		old := "stops now; its live sessions are closed"
+		if e["old_credential_until"] != nil {
+			old = "valid until " + text(e["old_credential_until"]) + ", then refused and its sessions closed"
+		}
+		fmt.Fprintf(w, "rotated the credential of endpoint %s (id, slug, scope, todos and webhooks unchanged)\n", text(e["slug"]))
+		pairs(w,
+			"endpoint_id", text(e["endpoint_id"]),
+			"mcp_url", text(e["mcp_url"]),
+			"credential", cred+"   (shown once: store it now)",
+			"old credential", old)
+	})
+}
+
+// Approval codes are what a human types into the consent page: 4 groups of 4 from an alphabet
+// without look-alikes (about 79 bits), shown once; the database keeps only the sha256.
+const approvalAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+func newApprovalCode() (string, error) {
+	var b strings.Builder
+	for i := range 16 {
+		if i > 0 && i%4 == 0 {
+			b.WriteByte('-')
+		}
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(approvalAlphabet))))
+		if err != nil {
+			return "", err
+		}
+		b.WriteByte(approvalAlphabet[n.Int64()])
+	}
+	return b.String(), nil
+}
+
+// switchboard endpoint connect ID|SLUG [--ttl 10m] → {endpoint_id, mcp_url, approval_code,
+// expires_at}: what a human pastes into a hosted agent (the MCP URL) and then into the consent
+// page (the code).
+func runEndpointConnect(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	ttl := fs.Duration("ttl", 10*time.Minute, "how long the approval code works (1m..24h)")
+	pos, err := c.parse(fs, args, "ID|SLUG")
+	if err != nil {
+		return err
+	}
+	if *ttl < time.Minute || *ttl > 24*time.Hour {
+		return usagef("endpoint connect: --ttl must be between 1m and 24h, got %s", *ttl)
+	}
+	code, err := newApprovalCode()
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(code))
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r, err := asObject(conn.OAuthApprovalMint(ctx, pos[0], sum[:], *ttl))
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"endpoint_id": r["endpoint_id"], "mcp_url": mcpURL(text(r["slug"])),
+		"approval_code": code, "expires_at": r["expires_at"]}
+	return c.emit(out, func(w io.Writer) {
+		fmt.Fprintf(w, "Paste the MCP URL into the agent host (claude.ai, ChatGPT, ...) as a custom connector;\n"+
+			"when its sign-in page opens, enter the approval code there.\n")
+		pairs(w,
+			"mcp_url", text(out["mcp_url"]),
+			"approval_code", code+"   (works once; shown once)",
+			"expires_at", text(out["expires_at"]))
+	})
+}
+
+// switchboard endpoint grants ID|SLUG → the OAuth grants of the endpoint (never a token).
+func runEndpointGrants(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args, "ID|SLUG")
+	if err != nil {
+		return err
+	}
+	list, err := c.list(ctx, func(o *store.Operator) ([]byte, error) { return o.OAuthGrantList(ctx, pos[0]) })
+	if err != nil {
+		return err
+	}
+	return c.emit(list, func(w io.Writer) {
+		rows := make([][]string, 0, len(list))
+		for _, g := range list {
+			state := "live"
+			if g["revoked_at"] != nil {
+				state = "revoked " + text(g["revoked_at"])
+			}
+			rows = append(rows, []string{text(g["grant_id"]), text(g["client_name"]), text(g["redirect_host"]),
+				text(g["created_at"]), text(g["live_tokens"]), state})
+		}
+		table(w, []string{"GRANT_ID", "CLIENT", "REDIRECT_HOST", "CREATED_AT", "LIVE_TOKENS", "STATE"}, rows)
+	})
+}
+
+// switchboard endpoint revoke-grant GRANT_ID → {grant_id, endpoint_id, state: revoked}
+func runEndpointRevokeGrant(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args, "GRANT_ID")
+	if err != nil {
+		return err
+	}
+	if !uuidShape(pos[0]) {
+		return usagef("endpoint revoke-grant: %q is not a grant id (a UUID; see switchboard endpoint grants)", pos[0])
+	}
+	r, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.OAuthGrantRevoke(ctx, pos[0]) })
+	if err != nil {
+		return err
+	}
+	return c.emit(r, func(w io.Writer) {
+		fmt.Fprintf(w, "revoked grant %s of endpoint %s; its tokens stop now\n", text(r["grant_id"]), text(r["endpoint_id"]))
+	})
+}
+
+func uuidShape(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if r != '-' {
+				return false
+			}
+		case !strings.ContainsRune("0123456789abcdefABCDEF", r):
+			return false
+		}
+	}
+	return true
 }

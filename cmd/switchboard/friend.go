@@ -6,6 +6,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"switchboard/server/store"
 )
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -28,13 +30,12 @@ func runFriendRequest(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
-	f, err := queryObject(ctx, conn, `SELECT switchboard.friend_request($1, $2)`, *from, *to)
+	defer conn.Close()
+	f, err := asObject(conn.FriendRequest(ctx, *from, *to))
 	if sqlState(err) == "SB404" { // say which of the two is unknown
 		var unknown []string
 		for _, h := range [][2]string{{"--from", *from}, {"--to", *to}} {
-			var exists bool
-			if conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM switchboard.humans WHERE name = $1)`, h[1]).Scan(&exists) == nil && !exists {
+			if exists, ok := conn.HumanExists(ctx, h[1]); ok && !exists {
 				unknown = append(unknown, fmt.Sprintf("%s %q", h[0], h[1]))
 			}
 		}
@@ -65,11 +66,10 @@ func friendDecide(state string) func(context.Context, *cli, []string) error {
 		if err != nil {
 			return err
 		}
-		defer conn.Close(context.Background())
-		f, err := queryObject(ctx, conn, `SELECT switchboard.friend_decide($1::uuid, $2)`, pos[0], state)
+		defer conn.Close()
+		f, err := asObject(conn.FriendDecide(ctx, pos[0], state))
 		if sqlState(err) == "SB409" { // name the edge's state and what the move needs
-			var current string
-			if conn.QueryRow(ctx, `SELECT state FROM switchboard.friend_edges WHERE id = $1::uuid`, pos[0]).Scan(&current) == nil {
+			if current, ok := conn.FriendState(ctx, pos[0]); ok {
 				need := "pending"
 				if state == "revoked" {
 					need = "approved"
@@ -92,7 +92,7 @@ func verbOf(state string) string {
 
 // switchboard friend list [--human NAME] → array of edges.
 func runFriendList(ctx context.Context, c *cli, args []string) error {
-	list, err := c.listForHuman(ctx, args, "only the edges from or to this human", "switchboard.friend_list")
+	list, err := c.listForHuman(ctx, args, "only the edges from or to this human", (*store.Operator).FriendList)
 	if err != nil {
 		return err
 	}

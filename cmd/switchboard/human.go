@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"switchboard/server/store"
 )
 
 // switchboard human add NAME → {"id", "name"}
@@ -12,7 +14,7 @@ func runHumanAdd(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := c.object(ctx, `SELECT switchboard.human_add($1)`, pos[0])
+	h, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.HumanAdd(ctx, pos[0]) })
 	if err != nil {
 		return err
 	}

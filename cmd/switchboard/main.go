@@ -1,7 +1,10 @@
 // Command switchboard is the one binary of Switchboard: the server (`serve`), the migrations
 // (`migrate`) and the operator CLI of contract §8. The logic lives in the PL/pgSQL functions of
 // the schema `switchboard`; every command here parses and checks its arguments, calls one or two
-// of those functions over a single connection, and prints the result.
+// of those functions over a single connection (store.Operator: the CLI's SQL lives in
+// server/store like the server's), and prints the result. One file per command group:
+// endpoint.go, human.go, friend.go, webhook.go, todo.go, settings.go, maintenance.go (reap,
+// purge), demo.go, migrate.go, serve.go.
 //
 // Output: with --json (accepted anywhere after the command words) exactly one JSON value on
 // stdout; without it a short human-readable form. Errors: one line `switchboard: <message>` on
@@ -23,8 +26,9 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"switchboard/server/store"
 )
 
 func main() {
@@ -333,20 +337,20 @@ func (c *cli) require(name, value string) error {
 	return nil
 }
 
-// connect opens the single connection a command uses. DATABASE_URL must be set.
-func (c *cli) connect(ctx context.Context) (*pgx.Conn, error) {
+// connect opens the single connection a command uses (store.Operator: every SQL call of the
+// CLI is one of its methods). DATABASE_URL must be set.
+func (c *cli) connect(ctx context.Context) (*store.Operator, error) {
 	dsn := os.Getenv("DATABASE_URL")
 	if dsn == "" {
 		return nil, usagef("DATABASE_URL is not set")
 	}
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := store.ConnectOperator(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to the database: %w", err)
 	}
 	// The URL the running server serves (recorded by serve at start). Before the first
 	// migration or the first serve there is none: baseURL falls back to SWITCHBOARD_ADDR.
-	var recorded string
-	if conn.QueryRow(ctx, `SELECT base_url FROM switchboard.public_url`).Scan(&recorded) == nil {
+	if recorded, ok := conn.BaseURL(ctx); ok {
 		servedBaseURL = recorded
 	}
 	return conn, nil
@@ -366,10 +370,9 @@ func (c *cli) emit(v any, human func(w io.Writer)) error {
 
 // --- database helpers ---
 
-// queryJSON runs a statement returning one jsonb value and decodes it (numbers kept exact).
-func queryJSON(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (any, error) {
-	var raw []byte
-	if err := conn.QueryRow(ctx, sql, args...).Scan(&raw); err != nil {
+// decodeJSON decodes what a store call answered, one jsonb value (numbers kept exact).
+func decodeJSON(raw []byte, err error) (any, error) {
+	if err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
@@ -381,29 +384,29 @@ func queryJSON(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (an
 	return v, nil
 }
 
-// object and list run one SQL call, answering a JSON object or an array of them, on a
+// object and list run one store call, answering a JSON object or an array of them, on a
 // connection of their own: most commands are one call.
-func (c *cli) object(ctx context.Context, sql string, args ...any) (map[string]any, error) {
+func (c *cli) object(ctx context.Context, call func(*store.Operator) ([]byte, error)) (map[string]any, error) {
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close(context.Background())
-	return queryObject(ctx, conn, sql, args...)
+	defer conn.Close()
+	return asObject(call(conn))
 }
 
-func (c *cli) list(ctx context.Context, sql string, args ...any) ([]map[string]any, error) {
+func (c *cli) list(ctx context.Context, call func(*store.Operator) ([]byte, error)) ([]map[string]any, error) {
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close(context.Background())
-	return queryList(ctx, conn, sql, args...)
+	defer conn.Close()
+	return asList(call(conn))
 }
 
-// queryObject is queryJSON for a function returning a JSON object.
-func queryObject(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (map[string]any, error) {
-	v, err := queryJSON(ctx, conn, sql, args...)
+// asObject is decodeJSON for a function returning a JSON object.
+func asObject(raw []byte, err error) (map[string]any, error) {
+	v, err := decodeJSON(raw, err)
 	if err != nil {
 		return nil, err
 	}
@@ -414,9 +417,10 @@ func queryObject(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (
 	return m, nil
 }
 
-// listForHuman parses a list command's only flag, --human NAME, and returns what the SQL list
-// function fn (trusted text, never user input) answers for it: everything without the flag.
-func (c *cli) listForHuman(ctx context.Context, args []string, help, fn string) ([]map[string]any, error) {
+// listForHuman parses a list command's only flag, --human NAME, and returns what the list
+// call fn answers for it: everything without the flag.
+func (c *cli) listForHuman(ctx context.Context, args []string, help string,
+	fn func(*store.Operator, context.Context, *string) ([]byte, error)) ([]map[string]any, error) {
 	fs := c.flags()
 	human := fs.String("human", "", help)
 	if _, err := c.parse(fs, args); err != nil {
@@ -426,17 +430,17 @@ func (c *cli) listForHuman(ctx context.Context, args []string, help, fn string) 
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	var humanArg *string
 	if *human != "" {
 		humanArg = human
 	}
-	return queryList(ctx, conn, "SELECT "+fn+"($1)", humanArg)
+	return asList(fn(conn, ctx, humanArg))
 }
 
-// queryList is queryJSON for a function returning a JSON array of objects.
-func queryList(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]map[string]any, error) {
-	v, err := queryJSON(ctx, conn, sql, args...)
+// asList is decodeJSON for a function returning a JSON array of objects.
+func asList(raw []byte, err error) ([]map[string]any, error) {
+	v, err := decodeJSON(raw, err)
 	if err != nil {
 		return nil, err
 	}

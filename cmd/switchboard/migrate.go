@@ -30,8 +30,8 @@ func runMigrate(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
-	res, err := db.MigrateWith(ctx, conn, db.Options{
+	defer conn.Close()
+	res, err := conn.Migrate(ctx, db.Options{
 		Reinstall: *reinstall, LockTimeout: *lockTimeout, RetryFor: *retryFor,
 		OnRetry: func(attempt int, wait time.Duration, _ error) {
 			fmt.Fprintf(os.Stderr, "migrate: a lock was not granted within %v (attempt %d); retrying in %v\n",

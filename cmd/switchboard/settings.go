@@ -31,17 +31,16 @@ func runSettings(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	var s map[string]any
 	if key == "" {
-		s, err = queryObject(ctx, conn, `SELECT switchboard.settings_json()`)
+		s, err = asObject(conn.Settings(ctx))
 	} else {
-		s, err = queryObject(ctx, conn, `SELECT switchboard.settings_set($1, $2::numeric)`, key, value)
-		var known []string
-		if sqlState(err) == "SB400" && conn.QueryRow(ctx,
-			`SELECT array_agg(key ORDER BY key) FROM switchboard.settings WHERE NOT EXISTS (SELECT 1 FROM switchboard.settings WHERE key = $1)`,
-			key).Scan(&known) == nil && len(known) > 0 {
-			return usagef("settings set: unknown setting %q; the settings are %s", key, strings.Join(known, ", "))
+		s, err = asObject(conn.SettingsSet(ctx, key, value))
+		if sqlState(err) == "SB400" {
+			if known, ok := conn.SettingKeysUnless(ctx, key); ok && len(known) > 0 {
+				return usagef("settings set: unknown setting %q; the settings are %s", key, strings.Join(known, ", "))
+			}
 		}
 	}
 	if err != nil {

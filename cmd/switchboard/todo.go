@@ -1,15 +1,23 @@
 package main
 
+// The todo commands: push operator-authored work; list, redrive and cancel dead letters. Each
+// calls one SQL function of the schema switchboard (create_todo, redrive, cancel), so psql and
+// the CLI behave alike.
+
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"slices"
 	"strings"
+	"time"
 
 	"switchboard/server/safejson"
+	"switchboard/server/store"
 )
 
 // switchboard todo push --endpoint ID|SLUG --queue Q --title T [--payload JSON] [--key K] → {"id", "created"}
@@ -31,7 +39,7 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	var payloadArg, keyArg any // nil: SQL NULL
+	var payloadArg, keyArg *string // nil: SQL NULL
 	if *payload != "" {
 		// The bounds every stored payload keeps (server/safejson): a strict client must be able
 		// to decode the todo; text jsonb cannot hold becomes U+FFFD, as in a delivery.
@@ -45,37 +53,30 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 			}
 			return usagef("--payload is not valid JSON")
 		case rep.Unstorable:
-			payloadArg = json.RawMessage(safejson.Sanitize([]byte(*payload)))
+			sanitized := string(safejson.Sanitize([]byte(*payload)))
+			payloadArg = &sanitized
 		default:
-			payloadArg = json.RawMessage(*payload)
+			payloadArg = payload
 		}
 	}
 	if *key != "" {
-		keyArg = *key
+		keyArg = key
 	}
 
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer conn.Close()
 	// A todo outside the endpoint's granted queues could never be listed or claimed: refuse it.
-	var endpointID string
-	var granted []string
-	err = conn.QueryRow(ctx,
-		`SELECT e.id::text, e.queues FROM switchboard.endpoints e WHERE e.id = switchboard.endpoint_id($1)`,
-		*endpoint).Scan(&endpointID, &granted)
+	endpointID, granted, err := conn.EndpointQueues(ctx, *endpoint)
 	if err != nil {
 		return err
 	}
 	if !slices.Contains(granted, *queue) {
 		return usagef("queue %q is not granted to the endpoint (granted: %s)", *queue, strings.Join(granted, ","))
 	}
-	var id string
-	var created bool
-	err = conn.QueryRow(ctx,
-		`SELECT todo_id::text, created FROM switchboard.create_todo($1::uuid, $2, $3, $4::jsonb, $5)`,
-		endpointID, *queue, *title, payloadArg, keyArg).Scan(&id, &created)
+	id, created, err := conn.CreateTodo(ctx, endpointID, *queue, *title, payloadArg, keyArg)
 	if err != nil {
 		return err
 	}
@@ -117,24 +118,145 @@ func around(s string, off int) string {
 	return s[lo:hi]
 }
 
-// switchboard reap → {"requeued", "dead_lettered", "retries_released"}
-func runReap(ctx context.Context, c *cli, args []string) error {
-	if _, err := c.parse(c.flags(), args); err != nil {
+// switchboard todo dead --endpoint ID|SLUG [--queue Q] [--limit N] → array of dead letters.
+func runTodoDead(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	endpoint := fs.String("endpoint", "", "endpoint id or slug")
+	queue := fs.String("queue", "", "only this queue")
+	limit := fs.Int("limit", 100, "at most this many, newest first (1-10000)")
+	if _, err := c.parse(fs, args); err != nil {
 		return err
+	}
+	if err := c.require("endpoint", *endpoint); err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > 10000 {
+		return usagef("todo dead: --limit must be between 1 and 10000, got %d", *limit)
 	}
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
-	var requeued, dead, released int
-	err = conn.QueryRow(ctx, `SELECT requeued, dead_lettered, retries_released FROM switchboard.reap()`).
-		Scan(&requeued, &dead, &released)
+	defer conn.Close()
+	var queueArg *string
+	if *queue != "" {
+		queueArg = queue
+	}
+	list, err := asList(conn.DeadLetters(ctx, *endpoint, queueArg, *limit))
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"requeued": requeued, "dead_lettered": dead, "retries_released": released}
-	return c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "requeued %d, dead-lettered %d, retries released %d\n", requeued, dead, released)
+	return c.emit(list, func(w io.Writer) {
+		rows := make([][]string, 0, len(list))
+		for _, d := range list {
+			errText := "-"
+			if r, ok := d["result"].(map[string]any); ok {
+				errText = text(r)
+			}
+			rows = append(rows, []string{text(d["id"]), text(d["queue"]), text(d["title"]),
+				text(d["attempt"]) + "/" + text(d["max_attempts"]), text(d["dead_at"]), text(d["redrives"]), errText})
+		}
+		table(w, []string{"ID", "QUEUE", "TITLE", "ATTEMPTS", "DEAD_AT", "REDRIVES", "RESULT"}, rows)
+		fmt.Fprintf(w, "%d dead letter(s); run again with switchboard todo redrive ID, or --endpoint and --queue for all\n", len(list))
 	})
+}
+
+// parseSince reads --since: a duration back from now (90m, 2h) or an RFC 3339 time.
+func parseSince(s string) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return time.Now().Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, usagef("todo redrive: --since takes a duration back from now (90m, 2h) or an RFC 3339 time (2026-01-02T15:04:05Z), got %q", s)
+}
+
+// switchboard todo redrive ID | --endpoint E --queue Q [--since T] → {"redriven", "ids", "by"}
+func runTodoRedrive(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	endpoint := fs.String("endpoint", "", "redrive the dead letters of this endpoint (id or slug) …")
+	queue := fs.String("queue", "", "… in this queue")
+	since := fs.String("since", "", "only those dead-lettered since: a duration back (90m) or an RFC 3339 time")
+	var pos []string
+	var err error
+	byID := len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-'
+	if byID {
+		pos, err = c.parse(fs, args, "ID")
+	} else {
+		_, err = c.parse(fs, args)
+	}
+	if err != nil {
+		return err
+	}
+	r := store.Redrive{By: operator()}
+	switch {
+	case byID && (*endpoint != "" || *queue != "" || *since != ""):
+		return usagef("todo redrive: give a todo ID or --endpoint and --queue, not both")
+	case byID:
+		if !uuidRE.MatchString(pos[0]) {
+			return usagef("todo redrive: todo id must be a UUID, got %q", pos[0])
+		}
+		r.Todo = &pos[0]
+	default:
+		if *endpoint == "" && *queue == "" {
+			return usagef("todo redrive: give a todo ID, or --endpoint and --queue (usage: switchboard %s)", c.synopsis)
+		}
+		if err := c.require("endpoint", *endpoint); err != nil {
+			return err
+		}
+		if err := c.require("queue", *queue); err != nil {
+			return err
+		}
+		r.Endpoint, r.Queue = endpoint, queue
+		if *since != "" {
+			t, err := parseSince(*since)
+			if err != nil {
+				return err
+			}
+			r.Since = &t
+		}
+	}
+	out, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.Redrive(ctx, r) })
+	if err != nil {
+		return err
+	}
+	return c.emit(out, func(w io.Writer) {
+		fmt.Fprintf(w, "redrove %s dead letter(s) back to pending with a fresh attempt budget (by %s)\n", text(out["redriven"]), text(out["by"]))
+		if ids, ok := out["ids"].([]any); ok {
+			for _, id := range ids {
+				fmt.Fprintf(w, "  %s\n", text(id))
+			}
+		}
+	})
+}
+
+// switchboard todo cancel ID → {"id", "state": "cancelled", "by"}
+func runTodoCancel(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args, "ID")
+	if err != nil {
+		return err
+	}
+	if !uuidRE.MatchString(pos[0]) {
+		return usagef("todo cancel: todo id must be a UUID, got %q", pos[0])
+	}
+	r, err := c.object(ctx, func(o *store.Operator) ([]byte, error) { return o.Cancel(ctx, pos[0], operator()) })
+	if err != nil {
+		return err
+	}
+	return c.emit(r, func(w io.Writer) {
+		fmt.Fprintf(w, "cancelled todo %s (never claimable again; purged like a done todo)\n", text(r["id"]))
+	})
+}
+
+// operator names who acts for the redrive and cancel records: operator:<OS user>.
+func operator() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	return "operator:" + name
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"switchboard/server/store"
 )
 
 // maxSecret bounds what set-secret reads: providers' secrets are under 100 bytes.
@@ -41,12 +43,12 @@ func runWebhookSetSecret(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
-	var ttlArg any // nil: the old secret stops at once
+	defer conn.Close()
+	var ttlArg *time.Duration // nil: the old secret stops at once
 	if *ttl > 0 {
-		ttlArg = *ttl
+		ttlArg = ttl
 	}
-	w, err := queryObject(ctx, conn, `SELECT switchboard.webhook_set_secret($1, $2, $3::interval)`, pos[0], secret, ttlArg)
+	w, err := asObject(conn.WebhookSetSecret(ctx, pos[0], secret, ttlArg))
 	if err != nil {
 		return err
 	}
@@ -120,7 +122,7 @@ func readSecret(fromEnv, fromFile string) (string, error) {
 // switchboard webhook list [--human NAME] → array of webhooks with their owner, whose secret is
 // in force and their refusals (never a secret or an ingest token).
 func runWebhookList(ctx context.Context, c *cli, args []string) error {
-	list, err := c.listForHuman(ctx, args, "only the webhooks of this human's agents", "switchboard.webhook_admin_list")
+	list, err := c.listForHuman(ctx, args, "only the webhooks of this human's agents", (*store.Operator).WebhookAdminList)
 	if err != nil {
 		return err
 	}

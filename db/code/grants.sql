@@ -53,9 +53,9 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA switchboard FROM PUBLIC, switchboard_runti
 -- ALL FUNCTIONS leaves procedures out (purge_all): the owner and pg_cron run it, nobody else.
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA switchboard FROM PUBLIC, switchboard_runtime, switchboard_dba;
 
--- The runtime's entry points: each SQL call the server makes (server/store, server/ingest,
--- server/webhooks, server/doorbell, the reaper). A new call in the server needs its function
--- here; the test TestRuntimePrivileges lists what the runtime may do.
+-- The runtime's entry points: each SQL call the server makes (all of them in server/store, for
+-- the MCP tools, the receiver, OAuth, the doorbell and the reaper). A new call in the server
+-- needs its function here; the test TestRuntimePrivileges lists what the runtime may do.
 DO $runtime$
 DECLARE
     f regprocedure;

@@ -49,7 +49,7 @@ COMMENT ON FUNCTION switchboard.provider_secret_ok(text, text) IS
 -- Put the provider's secret in force. Without a TTL the secret in force before stops at commit;
 -- with one it keeps verifying until now() + TTL (one previous secret: a second set-secret within
 -- the TTL replaces it). rules_version moves on so that a receiver holding the webhook in its
--- cache (server/ingest/hookcache.go) is refused by ingest_if_current and reads it again: the
+-- cache (server/receiver/hookcache.go) is refused by ingest_if_current and reads it again: the
 -- old secret stops at once in every server process, not after the cache's minute.
 CREATE OR REPLACE FUNCTION switchboard.webhook_set_secret(p_webhook text, p_secret text, p_previous_ttl interval DEFAULT NULL)
 RETURNS jsonb

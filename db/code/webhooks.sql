@@ -2,7 +2,7 @@
 -- and storing deliveries.
 --
 -- Ingest tokens and signing secrets are minted by the caller (crypto/rand) and held here. The
--- receiver (server/ingest) verifies a delivery, runs its jq rules, and stores it with one call
+-- receiver (server/receiver) verifies a delivery, runs its jq rules, and stores it with one call
 -- to ingest_if_current() (ingest() under a check that its cached webhook is still current).
 
 -- A webhook the caller's human owns (its owning endpoint belongs to the caller's human).

@@ -2,8 +2,10 @@
 // ledger: a todo is claimable whether or not anyone was told.
 //
 // One LISTEN connection per process (listen.go) hears switchboard.ring()'s pg_notify on the
-// channel switchboard_doorbell (payload '*', or an endpoint id when sent by hand) and
-// switchboard_revoked. On a ring the bell reads, in one walk of the todos_ready index, which
+// channel switchboard_doorbell (payload '*', or an endpoint id when sent by hand); it also
+// carries switchboard_revoked, which it passes to the revocation feed (server/revocation, whose
+// epochs and notifications decide when mcpapi may skip a credential lookup) without reading it.
+// On a ring the bell reads, in one walk of the todos_ready index, which
 // todos of any endpoint became ready since its cursor (switchboard.ready_todos_since), now,
 // once more after the coalescing window, because ring() notifies at most once per
 // doorbell_window_ms for the whole database, and a last time half a second after that, for a
@@ -31,6 +33,7 @@ import (
 	"time"
 
 	"switchboard/server/metrics"
+	"switchboard/server/revocation"
 	"switchboard/server/store"
 )
 
@@ -54,8 +57,10 @@ type Config struct {
 	// Window is the trailing re-check delay; 0 reads doorbell_window_ms from the settings on
 	// each (re)connect.
 	Window time.Duration
-	// OnRevoked is called (on its own goroutine) when an endpoint is revoked.
-	OnRevoked func(endpointID string)
+	// Revocations is the revocation feed the LISTEN connection carries (nil: none): it gets
+	// each switchboard_revoked notification (on its own goroutine) and every connect and
+	// disconnect.
+	Revocations *revocation.Feed
 	// MaxWaiting caps the waiting claim_next calls of one endpoint here (0: DefaultMaxWaiting).
 	MaxWaiting int
 	Log        *slog.Logger
@@ -101,9 +106,6 @@ type Bell struct {
 	listening chan struct{} // closed and replaced on each (re)connect; see Listening
 	trailing  *time.Timer   // pending re-check after the coalescing window (see ringAll)
 	late      *time.Timer   // pending re-check for a late commit (see ringAll)
-
-	connects atomic.Uint64 // LISTEN connections made so far
-	feed     atomic.Uint64 // the current connection's number while it is up, else 0 (see Epoch)
 }
 
 // endpoint is the bell's state for one endpoint with local sessions. Guarded by Bell.mu.

@@ -4,13 +4,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"switchboard/server/revocation"
+	"switchboard/server/store"
 )
 
-// Channels of switchboard.ring(), switchboard.endpoint_revoke() and switchboard.settings_set().
+// Channels of switchboard.ring() and switchboard.settings_set(); the connection also carries
+// the revocation feed's (revocation.Channel).
 const (
 	channelDoorbell = "switchboard_doorbell"
-	channelRevoked  = "switchboard_revoked"
 	channelSettings = "switchboard_settings"
 	// ApplicationName names the LISTEN connection in pg_stat_activity.
 	ApplicationName = "switchboard-doorbell"
@@ -31,12 +32,6 @@ func (b *Bell) Listening() <-chan struct{} {
 	defer b.mu.Unlock()
 	return b.listening
 }
-
-// Epoch identifies the LISTEN connection that delivers revocations: nonzero while it is up,
-// and different after every reconnect. Whatever was checked against the database while the
-// epoch stayed the same has heard of every revocation since (OnRevoked); across a change of
-// epoch, notifications may have been lost.
-func (b *Bell) Epoch() uint64 { return b.feed.Load() }
 
 // listen keeps one connection LISTENing, reconnecting with backoff. After every (re)connect it
 // re-reads the ready todos of every endpoint with sessions here, since notifications sent while
@@ -59,7 +54,7 @@ func (b *Bell) listen() {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		b.feed.Store(b.connects.Add(1))
+		b.cfg.Revocations.Connected()
 		b.m.DoorbellReconnects.Inc()
 		b.refreshWindow()
 		b.readClock() // before Listening: the first endpoint's floor is set from it at attach
@@ -70,7 +65,7 @@ func (b *Bell) listen() {
 
 		err = b.wait(conn)
 
-		b.feed.Store(0)
+		b.cfg.Revocations.Disconnected()
 		b.mu.Lock()
 		b.listening = make(chan struct{})
 		b.mu.Unlock()
@@ -84,47 +79,36 @@ func (b *Bell) listen() {
 	}
 }
 
-func (b *Bell) connect() (*pgx.Conn, error) {
-	cfg := b.st.Pool().Config().ConnConfig.Copy()
-	cfg.RuntimeParams["application_name"] = ApplicationName
+func (b *Bell) connect() (*store.Listener, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+channelDoorbell+"; LISTEN "+channelRevoked+"; LISTEN "+channelSettings); err != nil {
-		_ = conn.Close(context.Background())
-		return nil, err
-	}
-	return conn, nil
+	return b.st.Listen(ctx, ApplicationName, channelDoorbell, revocation.Channel, channelSettings)
 }
 
 // wait dispatches notifications until the connection fails or the bell closes.
-func (b *Bell) wait(conn *pgx.Conn) error {
+func (b *Bell) wait(conn *store.Listener) error {
 	for {
-		n, err := conn.WaitForNotification(b.ctx)
+		channel, payload, err := conn.Wait(b.ctx)
 		if err != nil {
 			return err
 		}
-		switch n.Channel {
+		switch channel {
 		case channelDoorbell:
 			// switchboard.ring() coalesces per database: '*' means "some work became ready".
-			if n.Payload == "*" {
+			if payload == "*" {
 				b.ringAll()
 			} else {
-				b.Ring(n.Payload)
+				b.Ring(payload)
 			}
 		case channelSettings:
 			// settings_set() changed a tunable: read the doorbell's again, off this loop.
 			b.mu.Lock()
 			b.goTracked(b.refreshWindow)
 			b.mu.Unlock()
-		case channelRevoked:
-			if f := b.cfg.OnRevoked; f != nil {
-				id := n.Payload
+		case revocation.Channel:
+			if f := b.cfg.Revocations; f != nil {
 				b.mu.Lock()
-				b.goTracked(func() { f(id) })
+				b.goTracked(func() { f.Deliver(payload) })
 				b.mu.Unlock()
 			}
 		}

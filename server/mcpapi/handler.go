@@ -26,10 +26,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
-	"switchboard/server/intake"
 	"switchboard/server/metrics"
+	"switchboard/server/revocation"
 	"switchboard/server/store"
 )
 
@@ -68,6 +69,8 @@ type Options struct {
 	// MaxSessions caps the live sessions of one endpoint in this process (default 64).
 	MaxSessions int
 	Version     string // server version reported by initialize
+	// Revocations is the revocation feed (nil: none; every request is checked in the database).
+	Revocations *revocation.Feed
 }
 
 // Handler serves /mcp/{slug}. Mount it with a pattern that binds {slug}, e.g. "/mcp/{slug}".
@@ -206,7 +209,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > MaxBody {
 		// Answered at once from Content-Length; the client may still be writing, so the rest
 		// is read and dropped (briefly) before the connection closes.
-		intake.Refuse(w, r.Body, func() {
+		bodybudget.Refuse(w, r.Body, func() {
 			writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds 1 MiB")
 		})
 		return
@@ -290,13 +293,8 @@ type verified struct {
 	until time.Time // an OAuth access token's expiry (zero: an sbk_ credential)
 }
 
-// epoch is the revocation feed's (doorbell.Bell.Epoch); 0, trusting nothing, without a bell.
-func (h *Handler) epoch() uint64 {
-	if h.o.Bell == nil {
-		return 0
-	}
-	return h.o.Bell.Epoch()
-}
+// epoch is the revocation feed's (revocation.Feed.Epoch); 0, trusting nothing, without a feed.
+func (h *Handler) epoch() uint64 { return h.o.Revocations.Epoch() }
 
 // trustedSession authenticates without the database a request on a live session of this path
 // whose credential (the same hash) the database confirmed during the current epoch of the
@@ -329,7 +327,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []by
 	if err != nil && store.Unavailable(err) {
 		// An outage, not a bug: the client should come back shortly.
 		h.log.Warn("credential lookup failed: database unavailable", "err", err)
-		intake.RetryAfter(w, time.Second)
+		bodybudget.RetryAfter(w, time.Second)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "database unavailable; retry")
 		return store.Endpoint{}, false
 	}

@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 
 	"switchboard/server/store"
@@ -59,13 +58,13 @@ type client struct {
 // clients finds clients: dynamic registrations in the database, and Client ID Metadata
 // Documents fetched from their https client_id and cached there.
 type clients struct {
-	pool         *pgxpool.Pool
+	st           *store.Store
 	http         *http.Client
 	allowPrivate bool
 	perMinute    int
 }
 
-func newClients(pool *pgxpool.Pool, o Options) (*clients, error) {
+func newClients(st *store.Store, o Options) (*clients, error) {
 	roots, err := x509.SystemCertPool()
 	if err != nil || roots == nil {
 		roots = x509.NewCertPool()
@@ -75,7 +74,7 @@ func newClients(pool *pgxpool.Pool, o Options) (*clients, error) {
 			return nil, errors.New("oauth: no certificate in the extra CA file")
 		}
 	}
-	c := &clients{pool: pool, allowPrivate: o.AllowPrivateClients, perMinute: o.RegistrationsPerMinute}
+	c := &clients{st: st, allowPrivate: o.AllowPrivateClients, perMinute: o.RegistrationsPerMinute}
 	dialer := &net.Dialer{Timeout: fetchTimeout, Control: c.dialControl}
 	c.http = &http.Client{
 		Timeout: fetchTimeout,
@@ -145,8 +144,8 @@ func (c *clients) get(ctx context.Context, id string) (*client, error) {
 }
 
 func (c *clients) lookup(ctx context.Context, id string) (*client, error) {
-	var doc []byte
-	if err := c.pool.QueryRow(ctx, `SELECT switchboard.oauth_client_get($1)`, clientHash(id)).Scan(&doc); err != nil {
+	doc, err := c.st.OAuthClientGet(ctx, clientHash(id))
+	if err != nil {
 		return nil, err
 	}
 	if doc == nil {
@@ -265,8 +264,8 @@ func (c *clients) fetch(ctx context.Context, id string) (*client, error) {
 	}
 	u, _ := url.Parse(id)
 	name := m.name(u.Host)
-	if _, err := c.pool.Exec(ctx, `SELECT switchboard.oauth_client_put($1, 'cimd', $2, $3, $4, $5, 0)`,
-		clientHash(id), name, m.RedirectURIs, body, documentCache); err != nil {
+	if err := c.st.OAuthClientCache(ctx, store.OAuthClient{IDHash: clientHash(id), Name: name,
+		RedirectURIs: m.RedirectURIs, Document: body, TTL: documentCache}); err != nil {
 		return nil, err
 	}
 	return &client{DefaultClient: publicClient(id, m.RedirectURIs), Name: name}, nil
@@ -300,9 +299,8 @@ func (c *clients) register(w http.ResponseWriter, r *http.Request) (status int, 
 	}
 	m.ResponseTypes = []string{"code"}
 	doc, _ := json.Marshal(m)
-	var ok bool
-	err := c.pool.QueryRow(r.Context(), `SELECT switchboard.oauth_client_put($1, 'dcr', $2, $3, $4, $5, $6)`,
-		clientHash(id), name, m.RedirectURIs, doc, registrationTTL, c.perMinute).Scan(&ok)
+	ok, err := c.st.OAuthClientRegister(r.Context(), store.OAuthClient{IDHash: clientHash(id), Name: name,
+		RedirectURIs: m.RedirectURIs, Document: doc, TTL: registrationTTL}, c.perMinute)
 	if err != nil {
 		writeOAuthError(w, http.StatusInternalServerError, "server_error", "registration failed")
 		return http.StatusInternalServerError, "internal: " + store.Classify(err).Code

@@ -210,9 +210,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sum := sha256.Sum256([]byte(code))
-	var doc []byte
-	if err := s.pool.QueryRow(ctx, `SELECT switchboard.oauth_approve($1, $2, $3, $4, $5)`,
-		ep.ID, sum[:], clientHash(cl.ID), cl.Name, view.RedirectHost).Scan(&doc); err != nil {
+	doc, err := s.st.OAuthApprove(ctx, ep.ID, sum[:], clientHash(cl.ID), cl.Name, view.RedirectHost)
+	if err != nil {
 		fail(fosite.ErrServerError.WithWrap(err))
 		return
 	}

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +48,7 @@ type Options struct {
 // Server is the authorization server and the resource metadata of every endpoint.
 type Server struct {
 	o       Options
-	pool    *pgxpool.Pool
+	st      *store.Store
 	clients *clients
 	store   *storage
 	fosite  fosite.OAuth2Provider
@@ -59,8 +58,8 @@ type Server struct {
 	refused *prometheus.CounterVec
 }
 
-// New builds the authorization server over the pool (which runs as switchboard_runtime).
-func New(pool *pgxpool.Pool, o Options) (*Server, error) {
+// New builds the authorization server over the store (whose pool runs as switchboard_runtime).
+func New(st *store.Store, o Options) (*Server, error) {
 	if o.AccessTTL <= 0 {
 		o.AccessTTL = time.Hour
 	}
@@ -73,11 +72,11 @@ func New(pool *pgxpool.Pool, o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	cl, err := newClients(pool, o)
+	cl, err := newClients(st, o)
 	if err != nil {
 		return nil, err
 	}
-	st := &storage{pool: pool, clients: cl}
+	fs := &storage{st: st, clients: cl}
 	cfg := &fosite.Config{
 		AccessTokenLifespan:            o.AccessTTL,
 		RefreshTokenLifespan:           o.RefreshTTL,
@@ -91,8 +90,8 @@ func New(pool *pgxpool.Pool, o Options) (*Server, error) {
 		TokenURL:                 o.BaseURL + "/token",
 	}
 	s := &Server{
-		o: o, pool: pool, clients: cl, store: st, log: o.Log,
-		fosite: compose.Compose(cfg, st, tokens{},
+		o: o, st: st, clients: cl, store: fs, log: o.Log,
+		fosite: compose.Compose(cfg, fs, tokens{},
 			compose.OAuth2AuthorizeExplicitFactory,
 			compose.OAuth2RefreshTokenGrantFactory,
 			compose.OAuth2TokenRevocationFactory,
@@ -269,8 +268,8 @@ type endpointView struct {
 }
 
 func (s *Server) endpoint(ctx context.Context, slug string) (*endpointView, error) {
-	var doc []byte
-	if err := s.pool.QueryRow(ctx, `SELECT switchboard.oauth_endpoint($1)`, slug).Scan(&doc); err != nil {
+	doc, err := s.st.OAuthEndpoint(ctx, slug)
+	if err != nil {
 		return nil, err
 	}
 	if doc == nil {

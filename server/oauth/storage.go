@@ -5,21 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net/url"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
+
+	"switchboard/server/store"
 )
 
 // storage is fosite's storage (client manager, codes, PKCE, access and refresh tokens,
-// revocation), one SQL function call per method (db/code/oauth.sql). Each row is keyed by the
+// revocation), one store call per method (db/code/oauth.sql). Each row is keyed by the
 // sha256 of its code or token (tokens.go) and hangs under a grant, so revoking the grant or the
 // endpoint ends it in the database.
 type storage struct {
-	pool    *pgxpool.Pool
+	st      *store.Store
 	clients *clients
 }
 
@@ -97,8 +96,8 @@ func (s *storage) put(ctx context.Context, kind, signature string, r fosite.Requ
 	if exp.IsZero() {
 		exp = time.Now().Add(24 * time.Hour)
 	}
-	_, err = s.pool.Exec(ctx, `SELECT switchboard.oauth_token_put($1, $2, $3, $4, $5, $6)`,
-		kind, hashOf(signature), r.GetID(), grantOf(r), exp, doc)
+	err = s.st.OAuthTokenPut(ctx, store.OAuthToken{Kind: kind, Hash: hashOf(signature), RequestID: r.GetID(),
+		GrantID: grantOf(r), Expires: exp, Request: doc})
 	if err != nil && isRefusal(err) {
 		return fosite.ErrNotFound.WithHint("The grant or its endpoint was revoked.")
 	}
@@ -107,15 +106,12 @@ func (s *storage) put(ctx context.Context, kind, signature string, r fosite.Requ
 
 // get loads a stored request into a fosite.Request.
 func (s *storage) get(ctx context.Context, kind, signature string, _ fosite.Session) (*fosite.Request, bool, error) {
-	var doc []byte
-	var active bool
-	err := s.pool.QueryRow(ctx, `SELECT request, active FROM switchboard.oauth_token_get($1, $2)`,
-		kind, hashOf(signature)).Scan(&doc, &active)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fosite.ErrNotFound
-	}
+	doc, active, found, err := s.st.OAuthTokenGet(ctx, kind, hashOf(signature))
 	if err != nil {
 		return nil, false, err
+	}
+	if !found {
+		return nil, false, fosite.ErrNotFound
 	}
 	var st stored
 	if err := json.Unmarshal(doc, &st); err != nil {
@@ -135,19 +131,12 @@ func (s *storage) get(ctx context.Context, kind, signature string, _ fosite.Sess
 	}, active, nil
 }
 
-func (s *storage) exec(ctx context.Context, sql string, args ...any) error {
-	_, err := s.pool.Exec(ctx, sql, args...)
-	return err
-}
-
 func (s *storage) deactivate(ctx context.Context, kind, signature string) (bool, error) {
-	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT switchboard.oauth_token_deactivate($1, $2)`, kind, hashOf(signature)).Scan(&ok)
-	return ok, err
+	return s.st.OAuthTokenDeactivate(ctx, kind, hashOf(signature))
 }
 
 func (s *storage) revokeFamily(ctx context.Context, kind, requestID string) error {
-	return s.exec(ctx, `SELECT switchboard.oauth_token_revoke_family($1, $2)`, kind, requestID)
+	return s.st.OAuthTokenRevokeFamily(ctx, kind, requestID)
 }
 
 // fosite.ClientManager
@@ -196,7 +185,7 @@ func (s *storage) GetPKCERequestSession(ctx context.Context, sig string, sess fo
 	return r, nil
 }
 func (s *storage) DeletePKCERequestSession(ctx context.Context, sig string) error {
-	return s.exec(ctx, `SELECT switchboard.oauth_token_delete($1, $2)`, kindPKCE, hashOf(sig))
+	return s.st.OAuthTokenDelete(ctx, kindPKCE, hashOf(sig))
 }
 
 // oauth2.AccessTokenStorage
@@ -215,7 +204,7 @@ func (s *storage) GetAccessTokenSession(ctx context.Context, sig string, sess fo
 	return r, nil
 }
 func (s *storage) DeleteAccessTokenSession(ctx context.Context, sig string) error {
-	return s.exec(ctx, `SELECT switchboard.oauth_token_delete($1, $2)`, kindAccess, hashOf(sig))
+	return s.st.OAuthTokenDelete(ctx, kindAccess, hashOf(sig))
 }
 
 // oauth2.RefreshTokenStorage
@@ -234,7 +223,7 @@ func (s *storage) GetRefreshTokenSession(ctx context.Context, sig string, sess f
 	return r, nil
 }
 func (s *storage) DeleteRefreshTokenSession(ctx context.Context, sig string) error {
-	return s.exec(ctx, `SELECT switchboard.oauth_token_delete($1, $2)`, kindRefresh, hashOf(sig))
+	return s.st.OAuthTokenDelete(ctx, kindRefresh, hashOf(sig))
 }
 
 // RotateRefreshToken retires the refresh token being used (kept, inactive, so a second use is

@@ -1,8 +1,14 @@
-// Package store is the server's thin layer over the PL/pgSQL functions of the schema
-// switchboard. Each method is one SQL call (or one pipelined batch) made with the caller's
-// context; every value travels as a query parameter. The functions already return the wire
-// shapes as jsonb, so results pass through as raw JSON. Every error a method returns is a
-// *Error (see Classify): a domain refusal with its wire code, or internal with the cause kept.
+// Package store is the one SQL boundary: every query the server and the CLI send to PostgreSQL
+// is written once here, as a method with typed arguments and results, over the PL/pgSQL
+// functions of the schema switchboard (db/code). Store, over the server's pool (running as
+// RuntimeRole), serves the agent's tools (todos.go, webhooks.go, resources.go), the webhook
+// receiver (ingest.go), OAuth (oauth.go), the doorbell (doorbell.go, listen.go) and the
+// maintenance loop and metrics (maintenance.go, depth.go); Operator, one connection as the
+// URL's login, serves the operator CLI (operator.go). Each method is one SQL call (or one
+// pipelined batch) made with the caller's context; every value travels as a query parameter.
+// The functions already return the wire shapes as jsonb, so results pass through as raw JSON.
+// Every error a Store method returns is a *Error (see Classify): a domain refusal with its wire
+// code, or internal with the cause kept. Operator's errors are the driver's (the CLI maps them).
 package store
 
 import (
@@ -28,7 +34,8 @@ type Store struct {
 // New wraps a pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Pool is the underlying pool (for packages that add their own calls, e.g. ingest).
+// Pool is the underlying pool, for tests that look under the methods (the role it runs as,
+// its statistics); server code calls the methods.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // PoolConfig parses a database URL into a pool configuration with the server's defaults:

@@ -28,7 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"switchboard/server"
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver/provider"
 	"switchboard/server/rules"
 	"switchboard/server/store"
 )
@@ -207,7 +207,7 @@ func (f *ingestFixture) post(ctx context.Context) error {
 	return nil
 }
 
-// ingestSQL is switchboard.ingest exactly as server/ingest/receiver.go store calls it.
+// ingestSQL is switchboard.ingest as ingest_if_current calls it for the receiver (server/receiver).
 const ingestSQL = `SELECT switchboard.ingest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 
 // rawIngest calls switchboard.ingest on c with the arguments the receiver would pass for the next

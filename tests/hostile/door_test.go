@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver/provider"
 )
 
 // claimed is the part of a claim_next answer these tests read.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"switchboard/server/ingest/provider"
+	"switchboard/server/receiver/provider"
 	"switchboard/tests/testproc"
 )
 

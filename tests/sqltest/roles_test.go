@@ -25,7 +25,8 @@ const insufficientPrivilege = "42501"
 var previousRelease = []string{"webhook_by_token", "endpoint_resolve"}
 
 // serverSQLFunctions lists the switchboard functions named in the SQL of the server's Go code
-// (string literals of server/, tests and the vendored SDK excluded).
+// (string literals of server/; tests, the vendored SDK and the CLI's queries excluded: those are
+// server/store/operator.go, run as the operator's login, not as the runtime).
 func serverSQLFunctions(t *testing.T) []string {
 	t.Helper()
 	re := regexp.MustCompile(`switchboard\.(\w+)\(`)
@@ -38,7 +39,8 @@ func serverSQLFunctions(t *testing.T) []string {
 		if e.IsDir() && e.Name() == "third_party" {
 			return filepath.SkipDir
 		}
-		if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
+			filepath.ToSlash(path) == "../../server/store/operator.go" {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
