@@ -182,7 +182,9 @@ async function sdkFlow(t, clientMetadataUrl, screenshot) {
   const firstCall = performance.now();
   assert.equal(claimed.todo?.id, id);
   assert.equal(structured(await client.callTool({ name: 'complete', arguments: { id } })).state, 'done');
-  assert.equal(p.saved.tokens.length, 1);
+  // One token so far, unless a loaded machine took longer than its lifetime over the calls above.
+  const issued = p.saved.tokens.length;
+  assert.ok(issued >= 1);
   // Every HTTP request of the flow, up to the first tool call's answer (the complete is after).
   const flow = requests.slice(0, -1);
   console.log(`[${clientMetadataUrl ? 'cimd' : 'dcr'}] round trips: client ${flow.length} (${flow.join(', ')}) ` +
@@ -190,12 +192,17 @@ async function sdkFlow(t, clientMetadataUrl, screenshot) {
     `/authorize to the first tool call's answer ${(firstCall - authorizeAt).toFixed(0)} ms ` +
     `(Chromium's launch ${browser.launchMs.toFixed(0)} ms of it); from the first 401 ${(firstCall - started).toFixed(0)} ms`);
 
-  // 4. the access token expires; the next call gets 401 and the SDK refreshes (rotation).
+  // 4. the access token expires; the next call gets 401 and the SDK refreshes (rotation). A
+  // loaded machine may take longer than a token's lifetime over the drain: then it refreshes
+  // again, each time with a new refresh token.
   await new Promise((r) => setTimeout(r, (ttl + 1.5) * 1000));
   await drain(client, 'after expiry');
-  assert.equal(p.saved.tokens.length, 2, 'the SDK refreshed once');
-  assert.notEqual(p.saved.tokens[1].access_token, p.saved.tokens[0].access_token);
-  assert.notEqual(p.saved.tokens[1].refresh_token, p.saved.tokens[0].refresh_token);
+  const tokens = p.saved.tokens;
+  assert.ok(tokens.length > issued, 'the SDK refreshed');
+  for (let i = issued; i < tokens.length; i++) {
+    assert.notEqual(tokens[i].access_token, tokens[i - 1].access_token);
+    assert.notEqual(tokens[i].refresh_token, tokens[i - 1].refresh_token);
+  }
 }
 
 test('SDK client with Dynamic Client Registration', async (t) => {
