@@ -696,7 +696,16 @@ func (c *Connection) handleAsync() {
 		var req *incomingRequest
 		c.updateInFlight(func(s *inFlightState) {
 			if len(s.handlerQueue) > 0 {
-				req, s.handlerQueue = s.handlerQueue[0], s.handlerQueue[1:]
+				// switchboard patch 6: clear the slot. s.handlerQueue[1:] keeps the backing
+				// array, and with it the request just taken (its params, its HTTP headers and
+				// context), alive until the next append reallocates: on a session that sends
+				// one request at a time, that is its last request, for the session's life.
+				req = s.handlerQueue[0]
+				s.handlerQueue[0] = nil
+				s.handlerQueue = s.handlerQueue[1:]
+				if len(s.handlerQueue) == 0 {
+					s.handlerQueue = nil
+				}
 			} else {
 				s.handlerRunning = false
 			}
