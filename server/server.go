@@ -277,6 +277,11 @@ func Run(ctx context.Context, cfg Config, setup ...func(*Server) error) error {
 	}
 	TuneGC()
 	log := NewLogger(cfg.LogLevel)
+	if cfg.DebugAddr != "" {
+		if err := serveDebug(ctx, cfg.DebugAddr, log); err != nil {
+			return fmt.Errorf("debug listener: %w", err)
+		}
+	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	pool, err := store.Open(octx, cfg.DatabaseURL, cfg.DBMaxConns)
 	cancel()
