@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
@@ -91,7 +92,10 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	}
 	s.tools.Add(mcpapi.TodoTools()...)
 	s.tools.Add(webhooks.Tools(webhooks.New(pool, s.baseURL))...)
-	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
+	s.metrics.Registry.MustRegister(newDepthCollector(s.store), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_http_requests_in_flight",
+		Help: "HTTP requests being served (MCP GET and listen streams excepted): each holds its body and decoded arguments.",
+	}, func() float64 { return float64(s.inflight.Load()) }))
 	s.bell = doorbell.New(s.store, doorbell.Config{
 		Window:     cfg.DoorbellWindow,
 		OnRevoked:  s.onRevoked,
