@@ -280,7 +280,8 @@ func (s *mcpSession) postVersion(body []byte, version string) answer {
 // the calls that fail while the database is away allocate does not stay. The outage is a TCP
 // proxy between the server and PostgreSQL that drops every connection and refuses new ones
 // (other packages' tests share the cluster). MEMDRILL_LATER=1 also reads the memory 30 s after
-// the drain (the figures in docs/benchmarks.md).
+// the drain (the figures in docs/benchmarks.md); MEMDRILL_SESSIONS and MEMDRILL_TODOS scale the
+// drill up; MEMDRILL_PROF=<dir> keeps the heap profiles.
 func TestMemoryAfterMalformedCallsAndOutage(t *testing.T) {
 	admin, err := testdb.AdminURL()
 	if err != nil {
@@ -309,7 +310,11 @@ func TestMemoryAfterMalformedCallsAndOutage(t *testing.T) {
 	// The sessions of both steps, and the pool, open before the baseline: it is the server at
 	// work, which the malformed calls and the outage must bring back to.
 	var fuzzers, drainers []*mcpSession
-	for range 4 {
+	extra := 4 // sessions that only send malformed calls (MEMDRILL_SESSIONS: more)
+	if n, _ := strconv.Atoi(os.Getenv("MEMDRILL_SESSIONS")); n > 0 {
+		extra = n
+	}
+	for range extra {
 		fuzzers = append(fuzzers, p.session(ep))
 	}
 	for range 16 {
@@ -331,18 +336,22 @@ func TestMemoryAfterMalformedCallsAndOutage(t *testing.T) {
 	before := p.memory(debugAddr)
 	t.Logf("before the malformed calls: %v", before)
 
-	// 1. Malformed calls, on four sessions at once.
+	// 1. Malformed calls, on every session at once; each session's last is a 900 KiB argument
+	// (what a session keeps of its last request is what issue 33 found).
 	calls := fuzzCalls(t, fuzzers[0])
+	last := `{"id":"` + strings.Repeat("x", 900<<10) + `"}`
 	var next, failed atomic.Int64
-	for _, s := range fuzzers {
+	for _, s := range append(slices.Clone(fuzzers), drainers...) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(len(calls)); i = next.Add(1) - 1 {
-				a := calls[i](s)
-				if a.status >= 500 || a.code == "internal" {
+				if a := calls[i](s); a.status >= 500 || a.code == "internal" {
 					failed.Add(1)
 				}
+			}
+			if a := s.call("get_todo", last); a.code != "invalid_argument" && a.code != "not_found" {
+				t.Errorf("get_todo with a 900 KiB id: %d %s", a.status, a.code)
 			}
 		}()
 	}
@@ -355,7 +364,10 @@ func TestMemoryAfterMalformedCallsAndOutage(t *testing.T) {
 
 	// 2. A drain on 16 sessions with the database away for 10 s in the middle. A call that
 	// fails is retried; a todo whose claim was lost in the cut comes back when its lease ends.
-	const todos = 2000
+	todos := 2000
+	if n, _ := strconv.Atoi(os.Getenv("MEMDRILL_TODOS")); n > 0 {
+		todos = n
+	}
 	p.exec(`SELECT switchboard.create_todo($1, 'inbox', 't' || g) FROM generate_series(1, $2) g`, ep.ID, todos)
 	var completions sync.Map // todo id -> *atomic.Int64: complete answered ok
 	var completed atomic.Int64
@@ -419,7 +431,7 @@ func TestMemoryAfterMalformedCallsAndOutage(t *testing.T) {
 			}
 		}
 	}
-	eventually("a quarter of the drain", time.Minute, func() bool { return completed.Load() >= todos/4 })
+	eventually("a quarter of the drain", time.Minute, func() bool { return completed.Load() >= int64(todos/4) })
 	px.down()
 	time.Sleep(10 * time.Second) // the outage: every call fails meanwhile
 	inOutage := p.memory(debugAddr)
