@@ -23,8 +23,9 @@ type Metrics struct {
 	// Sessions is the number of live MCP sessions in this process.
 	Sessions prometheus.Gauge
 	// ToolCallsInFlight is the number of tool calls running in this process (waiting ones
-	// included). What a request holds lives as long as it runs: with RequestsInFlight, it is
-	// the gauge to read beside the heap when memory climbs (docs/operations.md, "Memory").
+	// included). What a request holds lives as long as it runs: with
+	// switchboard_http_requests_in_flight (package server), it is the gauge to read beside the
+	// heap when memory climbs (docs/operations.md, "Memory").
 	ToolCallsInFlight prometheus.Gauge
 	// Authentications counts accepted MCP requests by how their credential was checked:
 	// database (switchboard.credential_resolve), session (vouched for earlier, see mcpapi) or
