@@ -364,7 +364,7 @@ func TestMemoryAfterMalformedCallsAndOutage(t *testing.T) {
 
 	// 2. A drain on 16 sessions with the database away for 10 s in the middle. A call that
 	// fails is retried; a todo whose claim was lost in the cut comes back when its lease ends.
-	todos := 2000
+	todos := 1500
 	if n, _ := strconv.Atoi(os.Getenv("MEMDRILL_TODOS")); n > 0 {
 		todos = n
 	}
@@ -385,7 +385,7 @@ func TestMemoryAfterMalformedCallsAndOutage(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				a := s.call("claim_next", `{"lease_ttl_seconds":15}`)
+				a := s.call("claim_next", `{"lease_ttl_seconds":10}`)
 				var got struct {
 					Empty bool `json:"empty"`
 					Todo  struct {
