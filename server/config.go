@@ -59,6 +59,10 @@ type Config struct {
 	// default 60s); WriteTimeout bounds writing its answer (SWITCHBOARD_WRITE_TIMEOUT, default
 	// 60s, above the 30 s tool timeout). MCP GET streams are exempt from both.
 	ReadTimeout, WriteTimeout time.Duration
+	// DebugAddr, when set (SWITCHBOARD_DEBUG_ADDR, e.g. 127.0.0.1:6060), serves Go's
+	// net/http/pprof there, on a listener of its own that the public address never routes to:
+	// heap and goroutine profiles for an operator chasing memory (docs/operations.md).
+	DebugAddr string
 	// OAuth configures the authorization server (server/oauth): SWITCHBOARD_OAUTH_ACCESS_TTL
 	// (default 1h), SWITCHBOARD_OAUTH_ALLOW_PRIVATE_CLIENTS=1 (client metadata documents on
 	// private or loopback addresses), SWITCHBOARD_OAUTH_CA_FILE (PEM CAs trusted besides the
@@ -92,6 +96,7 @@ func ConfigFromEnv() (Config, error) {
 		c.Addr = v
 	}
 	c.BaseURL = os.Getenv("SWITCHBOARD_BASE_URL")
+	c.DebugAddr = os.Getenv("SWITCHBOARD_DEBUG_ADDR")
 	c.DatabaseURL = os.Getenv("DATABASE_URL")
 	var errs []string
 	bad := func(k string, err error) { errs = append(errs, fmt.Sprintf("%s: %v", k, err)) }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
@@ -91,7 +92,10 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	}
 	s.tools.Add(mcpapi.TodoTools()...)
 	s.tools.Add(webhooktools.Tools(webhooktools.New(s.store, s.baseURL))...)
-	s.metrics.Registry.MustRegister(newDepthCollector(s.store))
+	s.metrics.Registry.MustRegister(newDepthCollector(s.store), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_http_requests_in_flight",
+		Help: "HTTP requests being served (MCP GET and listen streams excepted): each holds its body and decoded arguments.",
+	}, func() float64 { return float64(s.inflight.Load()) }))
 	revocations := revocation.New(s.onRevoked)
 	s.bell = doorbell.New(s.store, doorbell.Config{
 		Window:      cfg.DoorbellWindow,
@@ -278,6 +282,11 @@ func Run(ctx context.Context, cfg Config, setup ...func(*Server) error) error {
 	}
 	TuneGC()
 	log := NewLogger(cfg.LogLevel)
+	if cfg.DebugAddr != "" {
+		if err := serveDebug(ctx, cfg.DebugAddr, log); err != nil {
+			return fmt.Errorf("debug listener: %w", err)
+		}
+	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	pool, err := store.Open(octx, cfg.DatabaseURL, cfg.DBMaxConns)
 	cancel()

@@ -182,6 +182,8 @@ func (h *Handler) forbidOutsideAllowlist(allowed map[string]bool) mcp.Middleware
 func (h *Handler) toolHandler(t *compiledTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
+		h.m.ToolCallsInFlight.Inc()
+		defer h.m.ToolCallsInFlight.Dec()
 		e := h.entryFor(req.Session, req.Extra)
 		if e == nil {
 			return errorResult(errGone), nil

@@ -3,6 +3,8 @@
 package metrics
 
 import (
+	"regexp"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -20,6 +22,11 @@ type Metrics struct {
 	HTTPRequests *prometheus.CounterVec
 	// Sessions is the number of live MCP sessions in this process.
 	Sessions prometheus.Gauge
+	// ToolCallsInFlight is the number of tool calls running in this process (waiting ones
+	// included). What a request holds lives as long as it runs: with
+	// switchboard_http_requests_in_flight (package server), it is the gauge to read beside the
+	// heap when memory climbs (docs/operations.md, "Memory").
+	ToolCallsInFlight prometheus.Gauge
 	// Authentications counts accepted MCP requests by how their credential was checked:
 	// database (switchboard.credential_resolve), session (vouched for earlier, see mcpapi) or
 	// credential (a 2026-07-28 request whose credential was vouched for earlier).
@@ -77,6 +84,9 @@ func New() *Metrics {
 		}, []string{"route", "status"}),
 		Sessions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "switchboard_mcp_sessions", Help: "Live MCP sessions in this process.",
+		}),
+		ToolCallsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_tool_calls_in_flight", Help: "MCP tool calls running in this process, waiting claim_next calls included.",
 		}),
 		Authentications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_mcp_authentications_total",
@@ -136,9 +146,13 @@ func New() *Metrics {
 		m.Purged.WithLabelValues(k)
 	}
 	m.Registry.MustRegister(
-		collectors.NewGoCollector(),
+		// The memstats series, plus the live heap as of the last collection (what the heap
+		// returns to after a GC) and the GOGC and GOMEMLIMIT in force.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{
+			Matcher: regexp.MustCompile(`^/gc/(heap/live:bytes|gogc:percent|gomemlimit:bytes)$`),
+		})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.Authentications, m.Ingest, m.IngestRefusals, m.IngestRefusalWrites,
+		m.ToolCalls, m.ToolSeconds, m.HTTPRequests, m.Sessions, m.ToolCallsInFlight, m.Authentications, m.Ingest, m.IngestRefusals, m.IngestRefusalWrites,
 		m.DoorbellSent, m.DoorbellDropped, m.DoorbellReconnects, m.DoorbellRungAgain, m.DoorbellWaiting,
 		m.Reaped, m.ReaperRuns, m.Purged, m.PurgeRuns,
 	)

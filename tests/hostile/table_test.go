@@ -310,3 +310,47 @@ func TestHostileTable(t *testing.T) {
 		t.Fatalf("only %d cases", len(cases))
 	}
 }
+
+// A remove_webhook_route refused for the NUL (or lone surrogate, or bytes that are not UTF-8) in
+// its target id changes nothing: the refusal happens before any SQL (mcpapi's argument check),
+// so the route stays, and every table, the doorbell's and the refusal counts included, reads the
+// same afterwards. The server's own writers (reaper, purge) are off here: a drill that finds a
+// row changed beside such a refusal is seeing one of them (reap() requeues expired leases and
+// rings, which stamps switchboard.doorbell), not the call. Issue 33.
+func TestRefusedRouteRemovalChangesNothing(t *testing.T) {
+	p := start(t, "SWITCHBOARD_PURGE_INTERVAL=0")
+	ep := p.vend("ann")
+	other := p.vend("ann") // the same human: the route is allowed
+	gen := p.hook(ep, "generic")
+	p.exec(`SELECT switchboard.route_add($1, $2, $3)`, ep.ID, gen.ID, other.ID)
+	s := p.session(ep)
+	routes := func() string {
+		return p.scalar(`SELECT string_agg(target_endpoint_id::text, ',') FROM switchboard.webhook_routes WHERE webhook_id = $1`, gen.ID)
+	}
+	if routes() != other.ID {
+		t.Fatalf("route before: %q", routes())
+	}
+	before := p.checksum()
+	for _, target := range []string{
+		`"` + other.ID + `\u0000"`, `"\u0000` + other.ID + `"`, `"` + other.ID[:8] + `\u0000` + other.ID[9:] + `"`,
+		`"` + other.ID + `\ud800"`, "\"" + other.ID + "\xff\"",
+	} {
+		a := s.call("remove_webhook_route", fmt.Sprintf(`{"webhook_id":%q,"target_endpoint_id":%s}`, gen.ID, target))
+		if a.status != 200 || a.code != "invalid_argument" {
+			t.Errorf("target %.60q: %d %q %.200s", target, a.status, a.code, a.text)
+		}
+	}
+	after := p.checksum()
+	for tb, sum := range before {
+		if after[tb] != sum {
+			t.Errorf("table %s changed: %s -> %s", tb, sum, after[tb])
+		}
+	}
+	if routes() != other.ID {
+		t.Fatalf("route after the refusals: %q", routes())
+	}
+	// The same call without the NUL removes it: the refusals above were not vacuous.
+	if a := s.call("remove_webhook_route", fmt.Sprintf(`{"webhook_id":%q,"target_endpoint_id":%q}`, gen.ID, other.ID)); a.code != "ok" || routes() != "" {
+		t.Fatalf("removal: %s %q, routes %q", a.code, a.text, routes())
+	}
+}

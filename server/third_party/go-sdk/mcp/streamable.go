@@ -948,7 +948,8 @@ type streamableServerConn struct {
 	// requestStreams maps incoming requests to their logical stream ID.
 	//
 	// Lifecycle: requestStreams persist until their response is received.
-	requestStreams map[jsonrpc.ID]string
+	requestStreams     map[jsonrpc.ID]string
+	requestStreamsPeak int // most entries requestStreams held since it was made (switchboard patch 6)
 }
 
 func (c *streamableServerConn) SessionID() string {
@@ -1759,6 +1760,7 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 	for reqID := range calls {
 		c.requestStreams[reqID] = stream.id
 	}
+	c.requestStreamsPeak = max(c.requestStreamsPeak, len(c.requestStreams))
 	c.mu.Unlock()
 
 	// TODO(rfindley): if we have no event store, we should really cancel all
@@ -1953,6 +1955,11 @@ func (c *streamableServerConn) Write(ctx context.Context, msg jsonrpc.Message) e
 		// Once we've responded to a request, disallow related messages by removing
 		// the stream association. This also releases memory.
 		delete(c.requestStreams, responseTo)
+		// switchboard patch 6: a map does not shrink; after a batch of thousands of calls,
+		// start a fresh one rather than keep their buckets for the session's life.
+		if len(c.requestStreams) == 0 && c.requestStreamsPeak > 64 {
+			c.requestStreams, c.requestStreamsPeak = make(map[jsonrpc.ID]string), 0
+		}
 	}
 	sessionClosed := c.isDone
 	c.mu.Unlock()

@@ -58,6 +58,10 @@ type Connection struct {
 	onDone          func()
 }
 
+// maxKeptInFlight is how many in-flight entries a connection's maps may have held and still be
+// kept once empty (switchboard patch 6); a map that grew past it is dropped when it empties.
+const maxKeptInFlight = 64
+
 // inFlightState records the state of the incoming and outgoing calls on a
 // Connection.
 type inFlightState struct {
@@ -84,6 +88,7 @@ type inFlightState struct {
 	incoming int
 
 	incomingByID map[ID]*incomingRequest // calls only
+	incomingPeak int                     // most entries incomingByID held since it was made (switchboard patch 6)
 
 	// handlerQueue stores the backlog of calls and notifications that were not
 	// already handled by a preempter.
@@ -628,6 +633,7 @@ func (c *Connection) acceptRequest(ctx context.Context, msg *Request, preempter 
 				s.incomingByID = make(map[ID]*incomingRequest)
 			}
 			s.incomingByID[req.ID] = req
+			s.incomingPeak = max(s.incomingPeak, len(s.incomingByID))
 
 			// When shutting down, reject all new Call requests, even if they could
 			// theoretically be handled by the preempter. The preempter could return
@@ -696,7 +702,16 @@ func (c *Connection) handleAsync() {
 		var req *incomingRequest
 		c.updateInFlight(func(s *inFlightState) {
 			if len(s.handlerQueue) > 0 {
-				req, s.handlerQueue = s.handlerQueue[0], s.handlerQueue[1:]
+				// switchboard patch 6: clear the slot. s.handlerQueue[1:] keeps the backing
+				// array, and with it the request just taken (its params, its HTTP headers and
+				// context), alive until the next append reallocates: on a session that sends
+				// one request at a time, that is its last request, for the session's life.
+				req = s.handlerQueue[0]
+				s.handlerQueue[0] = nil
+				s.handlerQueue = s.handlerQueue[1:]
+				if len(s.handlerQueue) == 0 {
+					s.handlerQueue = nil
+				}
 			} else {
 				s.handlerRunning = false
 			}
@@ -751,6 +766,11 @@ func (c *Connection) processResult(from any, req *incomingRequest, result any, e
 		// before sending.
 		c.updateInFlight(func(s *inFlightState) {
 			delete(s.incomingByID, req.ID)
+			// switchboard patch 6: a map does not shrink. One batch of thousands of calls
+			// would leave the session holding buckets for thousands for the rest of its life.
+			if len(s.incomingByID) == 0 && s.incomingPeak > maxKeptInFlight {
+				s.incomingByID, s.incomingPeak = nil, 0
+			}
 		})
 		if respErr == nil {
 			writeErr := c.write(notDone{req.ctx}, response)
