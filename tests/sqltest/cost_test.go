@@ -34,16 +34,14 @@ func TestClaimNextSkipsLockedRow(t *testing.T) {
 	if _, err := c[1].Exec(ctx(), "SET lock_timeout = '200ms'"); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	// The first row stays locked until the test ends, so a claim that waited for it could only
+	// end in 55P03: the lock timeout tells waiting from skipping, however slow the machine.
 	got, err := claimNext(c[1], ep)
 	if err != nil {
 		t.Fatalf("second claimer: %v (it waited on the held row instead of skipping it)", err)
 	}
 	if id := got["todo"].(map[string]any)["id"]; id != second {
 		t.Fatalf("second claimer got %v, want %s", id, second)
-	}
-	if took := time.Since(start); took > 150*time.Millisecond {
-		t.Fatalf("second claim took %s: it waited", took)
 	}
 }
 
