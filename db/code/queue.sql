@@ -666,6 +666,7 @@ BEGIN
 
     -- One statement: lock up to p_max of the oldest pending rows others have not locked, claim
     -- each with its own fence token (drawn per row), and build the answer once, oldest first.
+    -- empty: false as in claim_next's answer (the tool's output schema requires it).
     WITH picked AS (
         SELECT c.id, CASE WHEN p_require_fence THEN switchboard.new_token('sbl_') END AS token
           FROM switchboard.todos c
@@ -692,7 +693,7 @@ BEGIN
                                       ELSE (SELECT ev.payload FROM switchboard.webhook_events ev WHERE ev.id = u.event_id) END,
                       'routing', u.routing) AS todo
     )
-    SELECT json_build_object('todos', json_agg(c.todo ORDER BY c.created_at, c.id))
+    SELECT json_build_object('empty', false, 'todos', json_agg(c.todo ORDER BY c.created_at, c.id))
       INTO v_answer
       FROM claimed c
     HAVING count(*) > 0;
@@ -700,7 +701,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION switchboard.claim_next_many(uuid, int, text, int, boolean) IS
-  'Claim up to p_max (1-50) of the oldest claimable todos (created_at, id) in the granted queues or one granted queue, in one statement, FOR UPDATE SKIP LOCKED; each with its own lease and (fenced) its own lease_token. {"todos": [...]}, or {"todos": [], "empty": true} when there is none.';
+  'Claim up to p_max (1-50) of the oldest claimable todos (created_at, id) in the granted queues or one granted queue, in one statement, FOR UPDATE SKIP LOCKED; each with its own lease and (fenced) its own lease_token. {"empty": false, "todos": [...]}, or {"todos": [], "empty": true} when there is none.';
 
 CREATE OR REPLACE FUNCTION switchboard.complete_many(p_endpoint uuid, p_items jsonb) RETURNS json
 LANGUAGE plpgsql AS $$

@@ -38,7 +38,9 @@ func serverSQLFunctions(t *testing.T) []string {
 		if e.IsDir() && e.Name() == "third_party" {
 			return filepath.SkipDir
 		}
-		if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		// server/store/operator*.go: the operator CLI's calls, made as the owner, not the runtime.
+		if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
+			strings.HasPrefix(e.Name(), "operator") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
