@@ -28,6 +28,13 @@ func claimNextProps() map[string]*jsonschema.Schema {
 	return props
 }
 
+// withTodos documents claim_next's answer with max.
+func withTodos(s *jsonschema.Schema) *jsonschema.Schema {
+	s.Properties["todos"] = ArrayOf(todoSchema("payload", "routing", "lease_token"),
+		"with max: the claimed todos, oldest first, each with its own lease (and lease_token when fenced)")
+	return s
+}
+
 // withItems adds items to the input of complete, fail or release: id is then no longer
 // required (exactly one of id and items, checked at run time).
 func withItems(s *jsonschema.Schema, withResult bool) *jsonschema.Schema {

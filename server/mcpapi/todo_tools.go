@@ -51,7 +51,7 @@ func TodoTools() []Tool {
 				"Answers {empty: true} when there is nothing to do. " + waitDescription + " With max, claims up to max " +
 				"todos at once ({todos: [...]}); wait_seconds then returns as soon as at least one is claimable. " + batchAdvice,
 			Input:  Object(claimNextProps()),
-			Output: claimNextSchema(),
+			Output: withTodos(claimNextSchema()),
 			Run:    Typed(claimNext),
 			Waits:  true,
 		},
