@@ -5,7 +5,8 @@ package main
 // inside the functions too) and track_functions = pl on:
 //
 //   claim   claim_next + complete through pgx at 16 workers, beside the hand-written SKIP LOCKED
-//           claim + complete on bench_bare (the claim section's baseline)
+//           claim + complete on bench_bare (the claim section's baseline); and the batches,
+//           claim_next_many (10) + complete_many, per todo (issue 37)
 //   ingest  switchboard.ingest of a 1 KiB github delivery to one target, called as the receiver
 //           calls it, at 32 senders; beside a bare INSERT of the same row into bench_bare, and
 //           the same INSERT with a pg_notify in its transaction, at 16; and the same ingest with
@@ -26,6 +27,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -281,12 +283,15 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 	// --- claim_next + complete -----------------------------------------------------------------
 	fnOp := cycleOp(ep)
 	bareOp, fullOp := handOp("bench_bare", ep), handOp("bench_full", ep)
+	const batchSize = 10
+	var batchTodos atomic.Int64 // todos the batch path finished, every round, warm-up included
+	batchOp := batchCycleOp(ep, batchSize, &batchTodos)
 	const claimWorkers = 16
 	claim := map[string]pathCost{}
 	for round := 0; round < b.Cfg.Rounds; round++ {
-		order := []string{"fn", "bare", "full"}
+		order := []string{"fn", "batch", "bare", "full"}
 		if round%2 == 1 {
-			order = []string{"full", "bare", "fn"}
+			order = []string{"full", "bare", "batch", "fn"}
 		}
 		for _, v := range order {
 			table, op := "switchboard.todos", fnOp
@@ -295,6 +300,8 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 				table, op = "bench_bare", bareOp
 			case "full":
 				table, op = "bench_full", fullOp
+			case "batch":
+				op = batchOp
 			}
 			if err := prepare(table, need); err != nil {
 				return nil, err
@@ -391,8 +398,10 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 
 	// --- rows -----------------------------------------------------------------------------------
 	const sec = "pgcost"
-	fn, bare, full := claim["fn"], claim["bare"], claim["full"]
+	fn, bare, full, batch := claim["fn"], claim["bare"], claim["full"], claim["batch"]
 	cpuFn, cpuBare, cpuFull := fn.perOp(fn.cpu), bare.perOp(bare.cpu), full.perOp(full.cpu)
+	cpuBatch := float64(batch.cpu.Microseconds()) / 1000 / float64(max(batchTodos.Load(), 1))
+	batchRate := batch.res.Rate() * float64(batchTodos.Load()) / float64(max(batch.res.Total, 1)) // todos/s
 	fullClaim := full.stmtMean("UPDATE bench_full SET state = $2, owner")
 	claimNext, bareClaim := fn.funcTotal("claim_next"), bare.stmtMean("UPDATE bench_bare SET state = $2, owner")
 	complete, bareDone := fn.funcTotal("complete"), bare.stmtMean("UPDATE bench_bare SET state = $2, completed_at")
@@ -400,6 +409,11 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 		{Section: sec, Name: "PostgreSQL CPU per claim_next+complete, 16 workers (pgx)", Value: cpuFn, Unit: "ms",
 			Baseline: cpuBare, Ratio: Ratio(cpuBare, cpuFn), Target: "<= 1.5 x bare", Pass: func() *bool { p := cpuFn <= 1.5*cpuBare; return &p }(),
 			BaseName: "the hand-written SKIP LOCKED claim + complete on bench_bare, same workers"},
+		{Section: sec, Name: fmt.Sprintf("PostgreSQL CPU per todo, claim_next_many(%d)+complete_many, 16 workers (pgx)", batchSize),
+			Value: cpuBatch, Unit: "ms", Baseline: cpuFn, Ratio: Ratio(cpuFn, cpuBatch),
+			BaseName: "claim_next+complete one at a time, same workers",
+			Note: fmt.Sprintf("%.0f todos/s (%.1f per batch); bare pair %.3f ms", batchRate,
+				float64(batchTodos.Load())/float64(max(batch.res.Total, 1)), cpuBare)},
 		{Section: sec, Name: "claim_next+complete cycles/s, 16 workers (pgx)", Value: fn.res.Rate(), Unit: "cycles/s",
 			Baseline: bare.res.Rate(), Ratio: Ratio(fn.res.Rate(), bare.res.Rate()), Target: ">= 0.90 x bare",
 			Pass: AtLeast(Ratio(fn.res.Rate(), bare.res.Rate()), 0.9)},
@@ -421,6 +435,7 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 			Note: fmt.Sprintf("claim_next = %.2fx of it", Ratio(claimNext, fullClaim))},
 	}
 	rows = append(rows, detailRows(sec, "fn", fn)...)
+	rows = append(rows, detailRows(sec, "batch", batch)...)
 	rows = append(rows, detailRows(sec, "bare", bare)...)
 	rows = append(rows, detailRows(sec, "full", full)...)
 
