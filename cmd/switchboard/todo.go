@@ -21,6 +21,7 @@ import (
 )
 
 // switchboard todo push --endpoint ID|SLUG --queue Q --title T [--payload JSON] [--key K] → {"id", "created"}
+// (with --file PATH|- instead of --title: many, see todopush.go)
 //
 // Operator-authored work goes through switchboard.create_todo, the path webhook deliveries take:
 // the same idempotency (a live todo with the same key wins, created=false) and doorbell.
@@ -31,8 +32,20 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 	title := fs.String("title", "", "title")
 	payload := fs.String("payload", "", "payload, a JSON value")
 	key := fs.String("key", "", "idempotency key")
+	file := fs.String("file", "", "push JSON lines {title, payload?, key?} from this file (- for stdin), in one statement")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
+	}
+	if *file != "" {
+		if *title != "" || *payload != "" || *key != "" {
+			return usagef("--file takes the titles, payloads and keys from its lines: not with --title, --payload or --key")
+		}
+		for _, req := range [][2]string{{"endpoint", *endpoint}, {"queue", *queue}} {
+			if err := c.require(req[0], req[1]); err != nil {
+				return err
+			}
+		}
+		return runTodoPushFile(ctx, c, *endpoint, *queue, *file) // todopush.go
 	}
 	for _, req := range [][2]string{{"endpoint", *endpoint}, {"queue", *queue}, {"title", *title}} {
 		if err := c.require(req[0], req[1]); err != nil {

@@ -74,6 +74,10 @@ BEGIN
         'switchboard.fail(uuid, uuid, jsonb, text)',
         'switchboard.release(uuid, uuid, text)',
         'switchboard.finish_and_claim_next(uuid, uuid, text, jsonb, text, text, int, boolean)',
+        'switchboard.claim_next_many(uuid, int, text, int, boolean)',
+        'switchboard.complete_many(uuid, jsonb)',
+        'switchboard.fail_many(uuid, jsonb)',
+        'switchboard.release_many(uuid, jsonb)',
         -- queues as MCP resources
         'switchboard.queue_resources(uuid)',
         'switchboard.queue_resource(uuid, text, int)',

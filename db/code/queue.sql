@@ -178,6 +178,89 @@ $$;
 COMMENT ON FUNCTION switchboard.create_todo(uuid, text, text, jsonb, text, text, text, jsonb, bigint) IS
   'Insert a pending todo for an endpoint (with p_event_id its payload is the event''s, not a copy). A live todo with the same idempotency key wins: nothing is inserted and created=false. Rings the doorbell.';
 
+-- Many todos in one statement, for the operator CLI (`todo push --file`) and DBAs: p_items is a
+-- JSON array of {title, payload?, key?}. The rules of create_todo (the endpoint active, a valid
+-- queue, a payload a strict client can decode, a live todo with the same key wins, the doorbell)
+-- hold for each item, and any refusal refuses them all, naming the item (1-based). Answers
+-- {created, ids}: one id per item, in item order. The ids are drawn sorted and given in item
+-- order: the todos share created_at, so claims take them in the order pushed. A key repeated
+-- within p_items gives the later items the first one's todo.
+CREATE OR REPLACE FUNCTION switchboard.push_many(
+    p_endpoint uuid, p_queue text, p_items jsonb, p_source text DEFAULT 'operator')
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_state   text;
+    v_bad     record;
+    v_created int;
+    v_ids     uuid[];
+    v_missing int;
+BEGIN
+    SELECT state INTO v_state FROM switchboard.endpoints WHERE id = p_endpoint;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('not_found', 'endpoint not found');
+    ELSIF v_state <> 'active' THEN
+        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
+    ELSIF p_queue IS NULL OR p_queue !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$' THEN
+        PERFORM switchboard.refuse('invalid_argument', 'queue name is invalid');
+    ELSIF jsonb_typeof(p_items) IS DISTINCT FROM 'array' OR jsonb_array_length(p_items) = 0 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'items must be a non-empty JSON array');
+    END IF;
+    SELECT b.ord, b.why INTO v_bad
+      FROM (SELECT i.ord, CASE
+                       WHEN jsonb_typeof(i.item) <> 'object' THEN 'not a JSON object'
+                       WHEN jsonb_typeof(i.item -> 'title') IS DISTINCT FROM 'string' THEN 'title must be a string'
+                       WHEN jsonb_typeof(i.item -> 'key') NOT IN ('string', 'null') THEN 'key must be a string'
+                       WHEN EXISTS (SELECT 1 FROM jsonb_object_keys(i.item) k WHERE k NOT IN ('title', 'payload', 'key'))
+                           THEN 'only title, payload and key are allowed'
+                       ELSE 'payload: ' || switchboard.undeliverable(nullif(i.item -> 'payload', 'null')) END AS why
+              FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(item, ord)) b
+     WHERE b.why IS NOT NULL
+     ORDER BY b.ord
+     LIMIT 1;
+    IF FOUND THEN
+        PERFORM switchboard.refuse('invalid_argument', format('item %s: %s', v_bad.ord, v_bad.why));
+    END IF;
+
+    -- Random ids, sorted, one per item in item order.
+    v_ids := ARRAY(SELECT gen_random_uuid() FROM generate_series(1, jsonb_array_length(p_items)) ORDER BY 1);
+    WITH inserted AS (
+        INSERT INTO switchboard.todos (id, endpoint_id, queue, title, source, payload, payload_size,
+                                       idempotency_key, max_attempts)
+        SELECT v_ids[i.ord::int], p_endpoint, p_queue, i.item ->> 'title', coalesce(p_source, 'operator'),
+               nullif(i.item -> 'payload', 'null'),
+               coalesce(octet_length(nullif(i.item -> 'payload', 'null')::text), 0),
+               i.item ->> 'key', switchboard.setting('max_attempts')
+          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(item, ord)
+        ON CONFLICT (endpoint_id, idempotency_key)
+            WHERE idempotency_key IS NOT NULL AND (state IN ('pending', 'claimed') OR next_retry_at IS NOT NULL)
+            DO NOTHING
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_created FROM inserted;
+
+    -- Each item's todo: its own when it was inserted, else the live todo that holds its key
+    -- (inserted above for an earlier item, or committed before). None when that todo finished in
+    -- between: create_todo tries again, here the caller does.
+    SELECT array_agg(coalesce(t.id, k.id) ORDER BY i.ord), count(*) FILTER (WHERE t.id IS NULL AND k.id IS NULL)
+      INTO v_ids, v_missing
+      FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(item, ord)
+      LEFT JOIN switchboard.todos t ON t.id = v_ids[i.ord::int]
+      LEFT JOIN switchboard.todos k
+        ON t.id IS NULL AND k.endpoint_id = p_endpoint AND k.idempotency_key = i.item ->> 'key'
+       AND (k.state IN ('pending', 'claimed') OR k.next_retry_at IS NOT NULL);
+    IF v_missing > 0 THEN
+        PERFORM switchboard.refuse('conflict', 'idempotency key is contended; retry');
+    END IF;
+    IF v_created > 0 THEN
+        PERFORM switchboard.ring();
+    END IF;
+    RETURN jsonb_build_object('created', v_created, 'ids', to_jsonb(v_ids));
+END
+$$;
+COMMENT ON FUNCTION switchboard.push_many(uuid, text, jsonb, text) IS
+  'Insert many pending todos in one statement (p_items: [{title, payload?, key?}]), as create_todo would one by one; all or nothing. Returns {created, ids} (one id per item, the live todo''s for a taken key). Rings the doorbell.';
+
 -- Returns json, not jsonb: json_agg appends each row's text, where jsonb_agg inside
 -- jsonb_build_object copied the array again (50 todos: 1.1-1.7 ms -> 0.5 ms). The operators ->
 -- and ->> work on json; the jsonb_* functions need a cast.
@@ -483,6 +566,284 @@ END
 $$;
 COMMENT ON FUNCTION switchboard.finish_and_claim_next(uuid, uuid, text, jsonb, text, text, int, boolean) IS
   'complete, fail or release a held todo, then claim_next in the same transaction; the todo with next: claim_next''s result, or {error: "<code>: <message>"} when the claim failed (the transition stands).';
+
+-- Batches (contract §12): claim_next_many claims up to N todos, and complete_many, fail_many and
+-- release_many finish up to 50, each in one statement. The cost of a verb is mostly per
+-- statement and per transaction, not per row (docs/benchmarks.md), so a batch pays it once.
+-- Each item of a finishing batch is judged on its own, without subtransactions: the UPDATE
+-- changes the rows the caller holds, and the items it did not change get the refusal
+-- refuse_todo would raise for them, read from the same statement's snapshot.
+
+-- The items of a finishing batch, in the order given. An id given twice is changed once: the
+-- first time (first = true); the later ones are refused as conflict. A malformed id matches
+-- nothing (not_found), like an unknown one. Inlined by the planner.
+CREATE OR REPLACE FUNCTION switchboard.batch_items(p_items jsonb)
+RETURNS TABLE (ord int, given text, id uuid, result jsonb, token text, first boolean)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT i.ord::int, i.item ->> 'id', switchboard.as_uuid(i.item ->> 'id'),
+           nullif(i.item -> 'result', 'null'), i.item ->> 'lease_token',
+           switchboard.as_uuid(i.item ->> 'id') IS NULL
+           OR row_number() OVER (PARTITION BY switchboard.as_uuid(i.item ->> 'id') ORDER BY i.ord) = 1
+      FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(item, ord)
+$$;
+COMMENT ON FUNCTION switchboard.batch_items(jsonb) IS
+  'Row source (inlined): the items [{id, result?, lease_token?}] of a finishing batch with their position, parsed id, and whether it is the first time the id appears.';
+
+-- The bounds of a finishing batch: an array of 1 to 50 objects.
+CREATE OR REPLACE FUNCTION switchboard.batch_check(p_items jsonb) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF jsonb_typeof(p_items) IS DISTINCT FROM 'array' OR jsonb_array_length(p_items) NOT BETWEEN 1 AND 50 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'items must be an array of 1 to 50 items');
+    ELSIF EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) e WHERE jsonb_typeof(e -> 'id') IS DISTINCT FROM 'string') THEN
+        PERFORM switchboard.refuse('invalid_argument', 'every item must be an object with a string id');
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION switchboard.batch_check(jsonb) IS
+  'Refuses (invalid_argument) batch items that are not an array of 1 to 50 objects with a string id.';
+
+-- An item's refusal, as refuse_todo would raise it: not_found (unknown, malformed or another
+-- endpoint's todo: p_queue is NULL), forbidden (queue outside the grant), else conflict; an id
+-- given again in the same batch is a conflict. Inlined by the planner.
+CREATE OR REPLACE FUNCTION switchboard.batch_refusal(p_given text, p_first boolean, p_queue text, p_queues text[])
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object('id', p_given, 'ok', false,
+        'code', CASE WHEN NOT p_first THEN 'conflict'
+                     WHEN p_queue IS NULL THEN 'not_found'
+                     WHEN NOT p_queue = ANY (p_queues) THEN 'forbidden'
+                     ELSE 'conflict' END,
+        'message', CASE WHEN NOT p_first THEN 'todo appears more than once in this batch'
+                        WHEN p_queue IS NULL THEN 'todo not found'
+                        WHEN NOT p_queue = ANY (p_queues) THEN 'todo queue is outside the granted queues'
+                        ELSE 'todo is not in a state that allows this, or is held by another worker' END)
+$$;
+COMMENT ON FUNCTION switchboard.batch_refusal(text, boolean, text, text[]) IS
+  'One refused item of a batch: {id, ok: false, code, message}, with the code refuse_todo would raise.';
+
+CREATE OR REPLACE FUNCTION switchboard.claim_next_many(
+    p_endpoint uuid, p_max int, p_queue text DEFAULT NULL, p_lease_ttl_seconds int DEFAULT NULL,
+    p_require_fence boolean DEFAULT false)
+RETURNS json
+LANGUAGE plpgsql
+-- As in claim_next: the claim walks todos_claimable in claim order, even without statistics.
+-- The generic plan from the first call on (see the statement below): planning the statement
+-- again on each call (PL/pgSQL's custom plans, which a LIMIT parameter keeps choosing) cost
+-- more than its execution (pgbench, 10 a batch: 6-12 ms a claim+complete pair against 10-20 ms).
+SET enable_sort = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_queues  text[];
+    v_owner   text;
+    v_lease   interval;
+    v_expired boolean;
+    v_due     boolean;
+    v_answer  json;
+BEGIN
+    IF p_max IS NULL OR p_max NOT BETWEEN 1 AND 50 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'max must be between 1 and 50');
+    END IF;
+    -- The grant and the takeovers, as in claim_next.
+    SELECT g.queues, g.owner, g.lease,
+           EXISTS (SELECT 1 FROM switchboard.todos
+                    WHERE state = 'claimed' AND lease_expires_at < now() AND endpoint_id = p_endpoint),
+           EXISTS (SELECT 1 FROM switchboard.todos WHERE next_retry_at <= now() AND endpoint_id = p_endpoint)
+      INTO v_queues, v_owner, v_lease, v_expired, v_due
+      FROM switchboard.scope(p_endpoint, p_lease_ttl_seconds) g;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
+    END IF;
+    IF p_queue IS NOT NULL THEN
+        IF NOT p_queue = ANY (v_queues) THEN
+            PERFORM switchboard.refuse('forbidden', 'queue is outside the granted queues');
+        END IF;
+        v_queues := ARRAY[p_queue];
+    END IF;
+    IF v_expired THEN
+        PERFORM switchboard.requeue_expired(p_endpoint);
+    END IF;
+    IF v_due THEN
+        PERFORM switchboard.release_retries(p_endpoint);
+    END IF;
+
+    -- One statement: lock up to p_max of the oldest pending rows others have not locked, claim
+    -- each with its own fence token (drawn per row), and build the answer once, oldest first.
+    -- The UPDATE finds its rows by id = ANY (array), not by a join with picked: a generic plan
+    -- (PL/pgSQL caches one) cannot know that LIMIT p_max is small, and joined a sequential scan
+    -- of todos (450 ms at 90k rows); the array is a primary-key lookup in every plan.
+    -- empty: false as in claim_next's answer (the tool's output schema requires it).
+    WITH picked AS (
+        SELECT c.id, CASE WHEN p_require_fence THEN switchboard.new_token('sbl_') END AS token
+          FROM switchboard.todos c
+         WHERE c.endpoint_id = p_endpoint AND c.queue = ANY (v_queues) AND c.state = 'pending'
+           AND c.attempt < c.max_attempts
+         ORDER BY c.created_at, c.id
+         LIMIT p_max
+           FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+        UPDATE switchboard.todos u
+           SET state            = 'claimed',
+               owner            = v_owner,
+               lease_expires_at = now() + v_lease,
+               lease_token_hash = (SELECT sha256(convert_to(p.token, 'UTF8')) FROM picked p WHERE p.id = u.id),
+               attempt          = u.attempt + 1,
+               updated_at       = now()
+         WHERE u.id = ANY (ARRAY(SELECT p.id FROM picked p))
+        -- claim's answer per todo, todo_detail_json spelled out (see claim_next).
+        RETURNING u.created_at, u.id,
+                  switchboard.todo_json(u) || jsonb_build_object(
+                      'payload', CASE WHEN u.event_id IS NULL THEN u.payload
+                                      ELSE (SELECT ev.payload FROM switchboard.webhook_events ev WHERE ev.id = u.event_id) END,
+                      'routing', u.routing) AS todo
+    )
+    SELECT json_build_object('empty', false, 'todos', json_agg(
+               jsonb_strip_nulls(jsonb_build_object('lease_token', p.token)) || c.todo ORDER BY c.created_at, c.id))
+      INTO v_answer
+      FROM claimed c
+      JOIN picked p ON p.id = c.id
+    HAVING count(*) > 0;
+    RETURN coalesce(v_answer, '{"todos": [], "empty": true}'::json);
+END
+$$;
+COMMENT ON FUNCTION switchboard.claim_next_many(uuid, int, text, int, boolean) IS
+  'Claim up to p_max (1-50) of the oldest claimable todos (created_at, id) in the granted queues or one granted queue, in one statement, FOR UPDATE SKIP LOCKED; each with its own lease and (fenced) its own lease_token. {"empty": false, "todos": [...]}, or {"todos": [], "empty": true} when there is none.';
+
+CREATE OR REPLACE FUNCTION switchboard.complete_many(p_endpoint uuid, p_items jsonb) RETURNS json
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan  -- as claim_next_many: planned once per session
+AS $$
+DECLARE
+    v_queues text[];
+    v_owner  text;
+    v_answer json;
+BEGIN
+    PERFORM switchboard.batch_check(p_items);
+    SELECT g.queues, g.owner INTO v_queues, v_owner FROM switchboard.scope(p_endpoint) g;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
+    END IF;
+    WITH items AS (
+        SELECT * FROM switchboard.batch_items(p_items)
+    ), moved AS (
+        UPDATE switchboard.todos u
+           SET state = 'done', result = i.result, completed_at = now(),
+               lease_expires_at = NULL, lease_token_hash = NULL, updated_at = now()
+          FROM items i
+         WHERE i.first AND u.id = i.id AND u.endpoint_id = p_endpoint
+           AND switchboard.holds(u, v_queues, v_owner, i.token)
+        RETURNING u.id, switchboard.todo_json(u) AS todo
+    )
+    SELECT json_build_object('results', json_agg(
+               CASE WHEN m.id IS NOT NULL THEN jsonb_build_object('id', i.given, 'ok', true, 'todo', m.todo)
+                    ELSE switchboard.batch_refusal(i.given, i.first, t.queue, v_queues) END
+               ORDER BY i.ord))
+      INTO v_answer
+      FROM items i
+      LEFT JOIN moved m ON i.first AND m.id = i.id
+      LEFT JOIN switchboard.todos t ON m.id IS NULL AND t.id = i.id AND t.endpoint_id = p_endpoint;
+    RETURN v_answer;
+END
+$$;
+COMMENT ON FUNCTION switchboard.complete_many(uuid, jsonb) IS
+  'complete for each of 1-50 items [{id, result?, lease_token?}] in one statement, each judged on its own: {"results": [{id, ok: true, todo} | {id, ok: false, code, message}]} in the order given.';
+
+CREATE OR REPLACE FUNCTION switchboard.fail_many(p_endpoint uuid, p_items jsonb) RETURNS json
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan  -- as claim_next_many: planned once per session
+AS $$
+DECLARE
+    v_queues text[];
+    v_owner  text;
+    v_answer json;
+BEGIN
+    PERFORM switchboard.batch_check(p_items);
+    SELECT g.queues, g.owner INTO v_queues, v_owner FROM switchboard.scope(p_endpoint) g;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
+    END IF;
+    WITH items AS (
+        SELECT * FROM switchboard.batch_items(p_items)
+    ), moved AS (
+        UPDATE switchboard.todos u
+           SET state            = 'failed',
+               result           = i.result,
+               next_retry_at    = CASE WHEN u.attempt < u.max_attempts THEN now() + switchboard.backoff(u.attempt) END,
+               completed_at     = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE now() END,
+               lease_expires_at = NULL,
+               lease_token_hash = NULL,
+               updated_at       = now()
+          FROM items i
+         WHERE i.first AND u.id = i.id AND u.endpoint_id = p_endpoint
+           AND switchboard.holds(u, v_queues, v_owner, i.token)
+        RETURNING u.id, switchboard.todo_json(u) AS todo
+    )
+    SELECT json_build_object('results', json_agg(
+               CASE WHEN m.id IS NOT NULL THEN jsonb_build_object('id', i.given, 'ok', true, 'todo', m.todo)
+                    ELSE switchboard.batch_refusal(i.given, i.first, t.queue, v_queues) END
+               ORDER BY i.ord))
+      INTO v_answer
+      FROM items i
+      LEFT JOIN moved m ON i.first AND m.id = i.id
+      LEFT JOIN switchboard.todos t ON m.id IS NULL AND t.id = i.id AND t.endpoint_id = p_endpoint;
+    RETURN v_answer;
+END
+$$;
+COMMENT ON FUNCTION switchboard.fail_many(uuid, jsonb) IS
+  'fail for each of 1-50 items [{id, result?, lease_token?}] in one statement, each judged on its own: {"results": [{id, ok: true, todo} | {id, ok: false, code, message}]} in the order given.';
+
+CREATE OR REPLACE FUNCTION switchboard.release_many(p_endpoint uuid, p_items jsonb) RETURNS json
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan  -- as claim_next_many: planned once per session
+AS $$
+DECLARE
+    v_queues text[];
+    v_owner  text;
+    v_answer json;
+    v_ring   boolean;
+BEGIN
+    PERFORM switchboard.batch_check(p_items);
+    SELECT g.queues, g.owner INTO v_queues, v_owner FROM switchboard.scope(p_endpoint) g;
+    IF NOT FOUND THEN
+        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
+    END IF;
+    -- As release: a todo released on its last attempt is dead-lettered. A result is ignored.
+    WITH items AS (
+        SELECT * FROM switchboard.batch_items(p_items)
+    ), moved AS (
+        UPDATE switchboard.todos u
+           SET state            = CASE WHEN u.attempt < u.max_attempts THEN 'pending' ELSE 'failed' END,
+               owner            = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE u.owner END,
+               result           = CASE WHEN u.attempt < u.max_attempts THEN u.result
+                                       ELSE '{"error": "released_without_attempts_left"}' END,
+               completed_at     = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE now() END,
+               lease_expires_at = NULL,
+               lease_token_hash = NULL,
+               ready_at         = now(),
+               updated_at       = now()
+          FROM items i
+         WHERE i.first AND u.id = i.id AND u.endpoint_id = p_endpoint
+           AND switchboard.holds(u, v_queues, v_owner, i.token)
+        RETURNING u.id, u.state, switchboard.todo_json(u) AS todo
+    )
+    SELECT json_build_object('results', json_agg(
+               CASE WHEN m.id IS NOT NULL THEN jsonb_build_object('id', i.given, 'ok', true, 'todo', m.todo)
+                    ELSE switchboard.batch_refusal(i.given, i.first, t.queue, v_queues) END
+               ORDER BY i.ord)),
+           coalesce(bool_or(m.state = 'pending'), false)
+      INTO v_answer, v_ring
+      FROM items i
+      LEFT JOIN moved m ON i.first AND m.id = i.id
+      LEFT JOIN switchboard.todos t ON m.id IS NULL AND t.id = i.id AND t.endpoint_id = p_endpoint;
+    IF v_ring THEN
+        PERFORM switchboard.ring();
+    END IF;
+    RETURN v_answer;
+END
+$$;
+COMMENT ON FUNCTION switchboard.release_many(uuid, jsonb) IS
+  'release for each of 1-50 items [{id, lease_token?}] in one statement, each judged on its own: {"results": [...]} as complete_many. Rings the doorbell when a todo went back to pending.';
 
 -- Operators: dead letters back to work, and cancel.
 

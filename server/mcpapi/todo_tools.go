@@ -56,9 +56,10 @@ func TodoTools() []Tool {
 			Title:  "Claim the next todo",
 			Effect: Changes,
 			Description: "Claim the oldest claimable todo in your granted queues (or one queue). " +
-				"Answers {empty: true} when there is nothing to do. " + waitDescription,
-			Input:  Object(nextProps()),
-			Output: claimNextSchema(),
+				"Answers {empty: true} when there is nothing to do. " + waitDescription + " With max, claims up to max " +
+				"todos at once ({todos: [...]}); wait_seconds then returns as soon as at least one is claimable. " + batchAdvice,
+			Input:  Object(claimNextProps()),
+			Output: withTodos(claimNextSchema()),
 			Run:    Typed(claimNext),
 			Waits:  true,
 		},
@@ -68,9 +69,10 @@ func TodoTools() []Tool {
 			Effect: Changes,
 			Description: "Finish a todo you hold, with an optional result. With next, also claim the next todo " +
 				"(as claim_next) in the same call; its outcome is in next. " +
-				"The agent loop is complete {id, next: {wait_seconds: 50}}: finish, then wait for the next todo, in one call.",
-			Input:  finishInput(true),
-			Output: finishSchema(),
+				"The agent loop is complete {id, next: {wait_seconds: 50}}: finish, then wait for the next todo, in one call. " +
+				"With items instead of id, finishes up to 50 todos you hold in one call (after claim_next {max}).",
+			Input:  withItems(finishInput(true), true),
+			Output: withResults(finishSchema()),
 			Run:    finish(store.Complete),
 			Waits:  true,
 		},
@@ -79,9 +81,10 @@ func TodoTools() []Tool {
 			Title:  "Fail a todo",
 			Effect: Changes,
 			Description: "Fail a todo you hold: it is retried after a backoff while attempts remain, else dead-lettered. " +
-				"With next, also claim the next todo (next.wait_seconds waits for one).",
-			Input:  finishInput(true),
-			Output: finishSchema(),
+				"With next, also claim the next todo (next.wait_seconds waits for one). " +
+				"With items instead of id, fails up to 50 todos you hold in one call.",
+			Input:  withItems(finishInput(true), true),
+			Output: withResults(finishSchema()),
 			Run:    finish(store.Fail),
 			Waits:  true,
 		},
@@ -103,9 +106,9 @@ func TodoTools() []Tool {
 			Title:  "Release a todo",
 			Effect: Changes,
 			Description: "Give back a todo you hold: it returns to pending for anyone. With next, also claim the next todo " +
-				"(next.wait_seconds waits for one).",
-			Input:  finishInput(false),
-			Output: finishSchema(),
+				"(next.wait_seconds waits for one). With items instead of id, releases up to 50 todos you hold in one call.",
+			Input:  withItems(finishInput(false), false),
+			Output: withResults(finishSchema()),
 			Run:    finish(store.Release),
 			Waits:  true,
 		},
@@ -251,8 +254,9 @@ func claim(ctx context.Context, c *Call, in struct {
 	return c.Store.Claim(ctx, c.Endpoint.ID, in.ID, clampInt(in.LeaseTTL), in.RequireFence != nil && *in.RequireFence)
 }
 
-func claimNext(ctx context.Context, c *Call, in nextIn) (json.RawMessage, error) {
+func claimNext(ctx context.Context, c *Call, in claimNextIn) (json.RawMessage, error) {
 	o := *in.options()
+	o.Max = clampInt(in.Max)
 	wait, skip := c.waitFor(in.WaitSeconds)
 	if wait == 0 && skip == "" {
 		return c.Store.ClaimNext(ctx, c.Endpoint.ID, o)
@@ -280,11 +284,18 @@ type finishIn struct {
 	Result     json.RawMessage `json:"result"`
 	LeaseToken *string         `json:"lease_token"`
 	Next       *nextIn         `json:"next"`
+	Items      json.RawMessage `json:"items"` // a batch (batch_tools.go), instead of id
 }
 
 // finish is complete, fail or release, with the optional next claim.
 func finish(op store.Op) func(context.Context, *Call, json.RawMessage) (json.RawMessage, error) {
 	return Typed(func(ctx context.Context, c *Call, in finishIn) (json.RawMessage, error) {
+		if in.Items != nil {
+			return c.finishItems(ctx, op, in)
+		}
+		if in.ID == "" {
+			return nil, store.Errorf(store.CodeInvalidArgument, "missing required argument \"id\" (or items)")
+		}
 		if in.Next != nil {
 			if wait, skip := c.waitFor(in.Next.WaitSeconds); wait > 0 || skip != "" {
 				return c.finishWaiting(ctx, op, in, *in.Next.options(), wait, skip)

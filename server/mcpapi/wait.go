@@ -37,6 +37,9 @@ type claimResult struct {
 	Todo  *struct {
 		ID string `json:"id"`
 	} `json:"todo"`
+	Todos []struct { // claim_next with max
+		ID string `json:"id"`
+	} `json:"todos"`
 }
 
 func claimedID(raw json.RawMessage) (id string, empty bool) {
@@ -46,6 +49,11 @@ func claimedID(raw json.RawMessage) (id string, empty bool) {
 	}
 	if r.Todo != nil {
 		return r.Todo.ID, false
+	}
+	if len(r.Todos) > 0 {
+		// A batch: a wake for another of its todos passes on to another waiter, at worst a
+		// wake-up that finds nothing, never a lost one.
+		return r.Todos[0].ID, false
 	}
 	return "", r.Empty
 }

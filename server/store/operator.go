@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -223,6 +224,13 @@ func (o *Operator) CreateTodo(ctx context.Context, endpointID, queue, title stri
 		`SELECT todo_id::text, created FROM switchboard.create_todo($1::uuid, $2, $3, $4::jsonb, $5)`,
 		endpointID, queue, title, payloadArg, keyArg).Scan(&id, &created)
 	return id, created, err
+}
+
+// PushMany: switchboard.push_many — a pending todo for each of items, a JSON array of {title,
+// payload?, key?}, in one statement, all or nothing: {"created": N, "ids": [...]}, one id per
+// item.
+func (o *Operator) PushMany(ctx context.Context, endpointID, queue string, items json.RawMessage) ([]byte, error) {
+	return o.json(ctx, `SELECT switchboard.push_many($1, $2, $3)`, endpointID, queue, string(items))
 }
 
 // DeadLetters lists an endpoint's dead letters (by id or slug), newest first, at most limit,

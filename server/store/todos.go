@@ -76,12 +76,19 @@ type NextOptions struct {
 	Queue        *string
 	LeaseTTL     *int
 	RequireFence bool
+	// Max, when set (1 to MaxBatch), claims up to that many todos in one call: the answer is
+	// {"todos": [...]} (switchboard.claim_next_many). Not an option of next.
+	Max *int
 }
 
 const claimNextSQL = `SELECT switchboard.claim_next($1, $2, $3, $4)`
 
-// ClaimNext: switchboard.claim_next; {"empty": true} when nothing is claimable.
+// ClaimNext: switchboard.claim_next; {"empty": true} when nothing is claimable. With o.Max,
+// switchboard.claim_next_many.
 func (s *Store) ClaimNext(ctx context.Context, endpoint string, o NextOptions) ([]byte, error) {
+	if o.Max != nil {
+		return s.claimNextMany(ctx, endpoint, o)
+	}
 	return s.jsonCall(ctx, claimNextSQL, endpoint, o.Queue, o.LeaseTTL, o.RequireFence)
 }
 

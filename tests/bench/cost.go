@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,6 +60,31 @@ func cycleOp(ep pgtype.UUID) Op {
 		if _, err := c.Exec(ctx, "SELECT switchboard.complete($1, $2)", ep, id); err != nil {
 			return false, fmt.Errorf("complete: %w", err)
 		}
+		return true, nil
+	}
+}
+
+// batchCycleOp is one claim_next {max} + complete {items} through the functions, as the server
+// calls them (the ids read from the claim's answer, the items sent back as one JSON array); todos
+// counts the todos it finished, for the cost per todo.
+func batchCycleOp(ep pgtype.UUID, max int, todos *atomic.Int64) Op {
+	return func(ctx context.Context, _ int, c *pgx.Conn) (bool, error) {
+		var claimed struct {
+			Todos []struct {
+				ID string `json:"id"`
+			} `json:"todos"`
+		}
+		if err := c.QueryRow(ctx, "SELECT switchboard.claim_next_many($1, $2)", ep, max).Scan(&claimed); err != nil {
+			return false, fmt.Errorf("claim_next_many: %w", err)
+		}
+		if len(claimed.Todos) == 0 {
+			return false, nil
+		}
+		items, _ := json.Marshal(claimed.Todos)
+		if _, err := c.Exec(ctx, "SELECT switchboard.complete_many($1, $2)", ep, string(items)); err != nil {
+			return false, fmt.Errorf("complete_many: %w", err)
+		}
+		todos.Add(int64(len(claimed.Todos)))
 		return true, nil
 	}
 }

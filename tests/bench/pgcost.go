@@ -5,7 +5,8 @@ package main
 // inside the functions too) and track_functions = pl on:
 //
 //   claim   claim_next + complete through pgx at 16 workers, beside the hand-written SKIP LOCKED
-//           claim + complete on bench_bare (the claim section's baseline)
+//           claim + complete on bench_bare (the claim section's baseline); and the batches,
+//           claim_next_many (10) + complete_many, per todo (issue 37)
 //   ingest  switchboard.ingest of a 1 KiB github delivery to one target, called as the receiver
 //           calls it, at 32 senders; beside a bare INSERT of the same row into bench_bare, and
 //           the same INSERT with a pg_notify in its transaction, at 16; and the same ingest with
@@ -18,6 +19,7 @@ package main
 // every backend has flushed its function statistics when they are read.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +28,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -281,12 +284,15 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 	// --- claim_next + complete -----------------------------------------------------------------
 	fnOp := cycleOp(ep)
 	bareOp, fullOp := handOp("bench_bare", ep), handOp("bench_full", ep)
+	const batchSize = 10
+	var batchTodos atomic.Int64 // todos the batch path finished, every round, warm-up included
+	batchOp := batchCycleOp(ep, batchSize, &batchTodos)
 	const claimWorkers = 16
 	claim := map[string]pathCost{}
 	for round := 0; round < b.Cfg.Rounds; round++ {
-		order := []string{"fn", "bare", "full"}
+		order := []string{"fn", "batch", "bare", "full"}
 		if round%2 == 1 {
-			order = []string{"full", "bare", "fn"}
+			order = []string{"full", "bare", "batch", "fn"}
 		}
 		for _, v := range order {
 			table, op := "switchboard.todos", fnOp
@@ -295,6 +301,8 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 				table, op = "bench_bare", bareOp
 			case "full":
 				table, op = "bench_full", fullOp
+			case "batch":
+				op = batchOp
 			}
 			if err := prepare(table, need); err != nil {
 				return nil, err
@@ -309,7 +317,15 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 	}
 
 	// --- the peer: Graphile Worker, unbatched, at the same concurrency --------------------------
-	peer, peerNote, err := runPeer(ctx, b, claimWorkers, need)
+	var backend int
+	if err := admin.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return nil, err
+	}
+	postmaster, err := parentPID(backend)
+	if err != nil {
+		return nil, err
+	}
+	peer, peerCPU, peerNote, err := runPeer(ctx, b, claimWorkers, need, postmaster)
 	if err != nil {
 		return nil, fmt.Errorf("pgcost peer: %w", err)
 	}
@@ -391,8 +407,10 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 
 	// --- rows -----------------------------------------------------------------------------------
 	const sec = "pgcost"
-	fn, bare, full := claim["fn"], claim["bare"], claim["full"]
+	fn, bare, full, batch := claim["fn"], claim["bare"], claim["full"], claim["batch"]
 	cpuFn, cpuBare, cpuFull := fn.perOp(fn.cpu), bare.perOp(bare.cpu), full.perOp(full.cpu)
+	cpuBatch := float64(batch.cpu.Microseconds()) / 1000 / float64(max(batchTodos.Load(), 1))
+	batchRate := batch.res.Rate() * float64(batchTodos.Load()) / float64(max(batch.res.Total, 1)) // todos/s
 	fullClaim := full.stmtMean("UPDATE bench_full SET state = $2, owner")
 	claimNext, bareClaim := fn.funcTotal("claim_next"), bare.stmtMean("UPDATE bench_bare SET state = $2, owner")
 	complete, bareDone := fn.funcTotal("complete"), bare.stmtMean("UPDATE bench_bare SET state = $2, completed_at")
@@ -400,6 +418,15 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 		{Section: sec, Name: "PostgreSQL CPU per claim_next+complete, 16 workers (pgx)", Value: cpuFn, Unit: "ms",
 			Baseline: cpuBare, Ratio: Ratio(cpuBare, cpuFn), Target: "<= 1.5 x bare", Pass: func() *bool { p := cpuFn <= 1.5*cpuBare; return &p }(),
 			BaseName: "the hand-written SKIP LOCKED claim + complete on bench_bare, same workers"},
+		{Section: sec, Name: fmt.Sprintf("PostgreSQL CPU per todo, claim_next_many(%d)+complete_many, 16 workers (pgx)", batchSize),
+			Value: cpuBatch, Unit: "ms", Baseline: cpuFn, Ratio: Ratio(cpuFn, cpuBatch),
+			BaseName: "claim_next+complete one at a time, same workers",
+			Note: fmt.Sprintf("%.0f todos/s (%.1f per batch); bare pair %.3f ms", batchRate,
+				float64(batchTodos.Load())/float64(max(batch.res.Total, 1)), cpuBare)},
+		{Section: sec, Name: "  Graphile Worker 0.18.0, unbatched, 16: PostgreSQL CPU per job", Value: peerCPU, Unit: "ms",
+			Baseline: cpuFn, Ratio: Ratio(cpuFn, peerCPU), BaseName: "claim_next+complete one at a time, same workers",
+			Note: fmt.Sprintf("claim_next+complete = %.2fx of it; claim_next_many(%d)+complete_many = %.2fx of it",
+				Ratio(cpuFn, peerCPU), batchSize, Ratio(cpuBatch, peerCPU))},
 		{Section: sec, Name: "claim_next+complete cycles/s, 16 workers (pgx)", Value: fn.res.Rate(), Unit: "cycles/s",
 			Baseline: bare.res.Rate(), Ratio: Ratio(fn.res.Rate(), bare.res.Rate()), Target: ">= 0.90 x bare",
 			Pass: AtLeast(Ratio(fn.res.Rate(), bare.res.Rate()), 0.9)},
@@ -421,6 +448,7 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 			Note: fmt.Sprintf("claim_next = %.2fx of it", Ratio(claimNext, fullClaim))},
 	}
 	rows = append(rows, detailRows(sec, "fn", fn)...)
+	rows = append(rows, detailRows(sec, "batch", batch)...)
 	rows = append(rows, detailRows(sec, "bare", bare)...)
 	rows = append(rows, detailRows(sec, "full", full)...)
 
@@ -498,36 +526,62 @@ func fillInbox(ctx context.Context, c *pgx.Conn, table string, ep pgtype.UUID, n
 const peerDir = "tests/bench/peer"
 
 // runPeer drains no-op Graphile Worker jobs at n workers in a database of its own (b.NewDB: the
-// worker installs its schema there), one measured window per round, and returns jobs/s. Without
-// the installed package it returns 0 and says so.
-func runPeer(ctx context.Context, b *Bench, n, prefill int) (float64, string, error) {
+// worker installs its schema there), one measured window per round, and returns jobs/s and the
+// PostgreSQL CPU per job (the cluster of postmaster, over the measured windows only: not the
+// schema install or the prefill). Without the installed package it returns 0 and says so.
+func runPeer(ctx context.Context, b *Bench, n, prefill, postmaster int) (rate, cpuPerJob float64, note string, err error) {
 	node := peerDir + "/node_modules/.bin/node"
 	if _, err := os.Stat(node); err != nil {
-		return 0, "not installed: npm ci --prefix " + peerDir + " (make bench does it)", nil
+		return 0, 0, "not installed: npm ci --prefix " + peerDir + " (make bench does it)", nil
 	}
 	var jobs, secs float64
+	var cpu time.Duration
 	for round := 0; round < b.Cfg.Rounds; round++ {
 		url, err := b.NewDB(ctx)
 		if err != nil {
-			return 0, "", err
+			return 0, 0, "", err
 		}
 		cmd := exec.CommandContext(ctx, node, peerDir+"/drain.mjs", url, strconv.Itoa(prefill), strconv.Itoa(n),
 			strconv.FormatInt(b.Cfg.Warmup.Milliseconds(), 10), strconv.FormatInt(b.Cfg.Duration.Milliseconds(), 10))
 		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
+		stdout, err := cmd.StdoutPipe()
 		if err != nil {
-			return 0, "", fmt.Errorf("drain.mjs: %w", err)
+			return 0, 0, "", err
+		}
+		if err := cmd.Start(); err != nil {
+			return 0, 0, "", fmt.Errorf("drain.mjs: %w", err)
 		}
 		var r struct {
+			Phase   string  `json:"phase"`
 			Jobs    float64 `json:"jobs"`
 			Seconds float64 `json:"seconds"`
 		}
-		if err := json.Unmarshal(out, &r); err != nil {
-			return 0, "", fmt.Errorf("drain.mjs answered %q: %w", out, err)
+		var cpu0, cpu1 time.Duration
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				_ = cmd.Wait()
+				return 0, 0, "", fmt.Errorf("drain.mjs answered %q: %w", sc.Text(), err)
+			}
+			if r.Phase == "measure" {
+				cpu0 = clusterCPU(postmaster)
+				r.Phase = ""
+			} else if r.Seconds > 0 && cpu1 == 0 {
+				cpu1 = clusterCPU(postmaster)
+			}
 		}
-		b.Logf("pgcost peer round %d: %.0f jobs/s", round, r.Jobs/r.Seconds)
+		if err := cmd.Wait(); err != nil {
+			return 0, 0, "", fmt.Errorf("drain.mjs: %w", err)
+		}
+		if cpu0 == 0 || cpu1 == 0 {
+			return 0, 0, "", errors.New("drain.mjs did not report its measured window")
+		}
+		b.Logf("pgcost peer round %d: %.0f jobs/s, PG CPU %.3f ms/job", round, r.Jobs/r.Seconds,
+			float64((cpu1-cpu0).Microseconds())/1000/max(r.Jobs, 1))
 		jobs += r.Jobs
 		secs += r.Seconds
+		cpu += cpu1 - cpu0
 	}
-	return Ratio(jobs, secs), fmt.Sprintf("%s (node drain.mjs): concurrency %d, its defaults otherwise (no local queue, no batched completion), %d jobs queued first", peerDir, n, prefill), nil
+	cpuPerJob = float64(cpu.Microseconds()) / 1000 / max(jobs, 1)
+	return Ratio(jobs, secs), cpuPerJob, fmt.Sprintf("%s (node drain.mjs): concurrency %d, its defaults otherwise (no local queue, no batched completion), %d jobs queued first; PostgreSQL CPU %.3f ms per job over its measured windows", peerDir, n, prefill, cpuPerJob), nil
 }

@@ -39,8 +39,9 @@ func serverSQLFunctions(t *testing.T) []string {
 		if e.IsDir() && e.Name() == "third_party" {
 			return filepath.SkipDir
 		}
+		// server/store/operator*.go: the operator CLI's calls, made as the owner, not the runtime.
 		if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
-			filepath.ToSlash(path) == "../../server/store/operator.go" {
+			strings.HasPrefix(e.Name(), "operator") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)

@@ -190,6 +190,24 @@ test('drain with claim_next, complete and complete with next', async (t) => {
   for (const id of pushed) assert.ok(JSON.stringify(listed).includes(id), `list_todos lacks ${id}`);
 });
 
+test('a batch: claim_next with max, then one complete with items', async (t) => {
+  const { client } = await connect(t, 'ts-batch');
+  await client.listTools(); // the SDK validates structuredContent against what this lists
+  const pushed = [await push('inbox', 'b1'), await push('inbox', 'b2'), await push('inbox', 'b3')];
+
+  const got = await call(client, 'claim_next', { queue: 'inbox', max: 10, require_fence: true });
+  assert.equal(got.empty, false);
+  assert.deepEqual(got.todos.map((td) => td.id), pushed);
+  assert.equal(new Set(got.todos.map((td) => td.lease_token)).size, 3, 'one fence per todo');
+  const items = got.todos.map((td) => ({ id: td.id, lease_token: td.lease_token, result: { label: td.title } }));
+  items.push({ id: pushed[0], lease_token: got.todos[0].lease_token }); // the same id again
+  const out = await call(client, 'complete', { items });
+  assert.deepEqual(out.results.map((r) => [r.id, r.ok, r.code]),
+    [...pushed.map((id) => [id, true, undefined]), [pushed[0], false, 'conflict']]);
+  for (const r of out.results.slice(0, 3)) assert.equal(r.todo.state, 'done');
+  assert.deepEqual(await call(client, 'claim_next', { queue: 'inbox', max: 10 }), { todos: [], empty: true });
+});
+
 test('bad arguments answer invalid_argument as a tool error', async (t) => {
   const { client } = await connect(t, 'ts-bad');
   await client.listTools();

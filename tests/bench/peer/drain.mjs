@@ -1,7 +1,9 @@
 // The pgcost section's peer: Graphile Worker draining no-op jobs, unbatched (its defaults: each
 // job fetched and completed on its own), at the concurrency asked for, in the database given.
 //   node drain.mjs <database url> <jobs to prefill> <concurrency> <warm-up ms> <measured ms>
-// Prints one JSON line: {"jobs": <completed in the measured window>, "seconds": <window>}.
+// Prints {"phase": "measure"} when the measured window starts, then, as it ends (before the
+// runner stops), {"jobs": <completed in the window>, "seconds": <window>}: the bench reads the
+// cluster's CPU at each line.
 import pg from "pg";
 import { Logger, run, runMigrations } from "graphile-worker";
 
@@ -36,13 +38,14 @@ const runner = await run({
 runner.events.on("job:success", () => { done++; });
 
 await sleep(Number(warmupMs));
+console.log(JSON.stringify({ phase: "measure" }));
 const start = done;
 const t0 = process.hrtime.bigint();
 await sleep(Number(measureMs));
 const jobs = done - start;
 const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-await runner.stop();
 console.log(JSON.stringify({ jobs, seconds }));
+await runner.stop();
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
