@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -248,5 +250,69 @@ func TestOpenRunsAsRuntimeRole(t *testing.T) {
 	}
 	if err := admin.QueryRow(ctx, `SELECT current_user`).Scan(&user); err != nil || user == store.RuntimeRole {
 		t.Fatalf("admin pool runs as %q (%v)", user, err)
+	}
+}
+
+// Two batches that finish the same todos in opposite orders, at once: each todo is finished by
+// exactly one of them, the other answers conflict for it, and neither fails (should their plans
+// lock the rows in different orders, the deadlock is run again: FinishMany).
+func TestFinishManyRacing(t *testing.T) {
+	st, pool := open(t)
+	ctx := context.Background()
+	ep := vend(t, pool, "carol", "sbk_race", []string{"a"})
+	max := 10
+	for round := range 10 {
+		for i := range max {
+			push(t, pool, ep, "a", fmt.Sprint("round ", round, " todo ", i))
+		}
+		raw, err := st.ClaimNext(ctx, ep, store.NextOptions{Max: &max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claimed struct{ Todos []struct{ ID string } }
+		if err := json.Unmarshal(raw, &claimed); err != nil || len(claimed.Todos) != max {
+			t.Fatalf("claimed %s: %v", raw, err)
+		}
+		var forward, backward []map[string]string
+		for i, td := range claimed.Todos {
+			forward = append(forward, map[string]string{"id": td.ID})
+			backward = append(backward, map[string]string{"id": claimed.Todos[max-1-i].ID})
+		}
+		answers := make([][]byte, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for k, items := range [][]map[string]string{forward, backward} {
+			body, _ := json.Marshal(items)
+			wg.Go(func() { answers[k], errs[k] = st.FinishMany(ctx, store.Complete, ep, body) })
+		}
+		wg.Wait()
+		done := map[string]int{}
+		for k := range answers {
+			if errs[k] != nil {
+				t.Fatalf("round %d: batch %d: %v", round, k, errs[k])
+			}
+			var res struct {
+				Results []struct {
+					ID   string
+					OK   bool
+					Code string
+				}
+			}
+			if err := json.Unmarshal(answers[k], &res); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res.Results {
+				if r.OK {
+					done[r.ID]++
+				} else if r.Code != store.CodeConflict {
+					t.Fatalf("round %d: %s answered %s", round, r.ID, r.Code)
+				}
+			}
+		}
+		for _, td := range claimed.Todos {
+			if done[td.ID] != 1 {
+				t.Fatalf("round %d: todo %s completed %d times", round, td.ID, done[td.ID])
+			}
+		}
 	}
 }
