@@ -710,90 +710,9 @@ $$;
 COMMENT ON FUNCTION switchboard.claim_next_many(uuid, int, text, int, boolean) IS
   'Claim up to p_max (1-50) of the oldest claimable todos (created_at, id) in the granted queues or one granted queue, in one statement, FOR UPDATE SKIP LOCKED; each with its own lease and (fenced) its own lease_token. {"empty": false, "todos": [...]}, or {"todos": [], "empty": true} when there is none.';
 
-CREATE OR REPLACE FUNCTION switchboard.complete_many(p_endpoint uuid, p_items jsonb) RETURNS json
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan  -- as claim_next_many: planned once per session
-AS $$
-DECLARE
-    v_queues text[];
-    v_owner  text;
-    v_answer json;
-BEGIN
-    PERFORM switchboard.batch_check(p_items);
-    SELECT g.queues, g.owner INTO v_queues, v_owner FROM switchboard.scope(p_endpoint) g;
-    IF NOT FOUND THEN
-        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
-    END IF;
-    WITH items AS (
-        SELECT * FROM switchboard.batch_items(p_items)
-    ), moved AS (
-        UPDATE switchboard.todos u
-           SET state = 'done', result = i.result, completed_at = now(),
-               lease_expires_at = NULL, lease_token_hash = NULL, updated_at = now()
-          FROM items i
-         WHERE i.first AND u.id = i.id AND u.endpoint_id = p_endpoint
-           AND switchboard.holds(u, v_queues, v_owner, i.token)
-        RETURNING u.id, switchboard.todo_json(u) AS todo
-    )
-    SELECT json_build_object('results', json_agg(
-               CASE WHEN m.id IS NOT NULL THEN jsonb_build_object('id', i.given, 'ok', true, 'todo', m.todo)
-                    ELSE switchboard.batch_refusal(i.given, i.first, t.queue, v_queues) END
-               ORDER BY i.ord))
-      INTO v_answer
-      FROM items i
-      LEFT JOIN moved m ON i.first AND m.id = i.id
-      LEFT JOIN switchboard.todos t ON m.id IS NULL AND t.id = i.id AND t.endpoint_id = p_endpoint;
-    RETURN v_answer;
-END
-$$;
-COMMENT ON FUNCTION switchboard.complete_many(uuid, jsonb) IS
-  'complete for each of 1-50 items [{id, result?, lease_token?}] in one statement, each judged on its own: {"results": [{id, ok: true, todo} | {id, ok: false, code, message}]} in the order given.';
-
-CREATE OR REPLACE FUNCTION switchboard.fail_many(p_endpoint uuid, p_items jsonb) RETURNS json
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan  -- as claim_next_many: planned once per session
-AS $$
-DECLARE
-    v_queues text[];
-    v_owner  text;
-    v_answer json;
-BEGIN
-    PERFORM switchboard.batch_check(p_items);
-    SELECT g.queues, g.owner INTO v_queues, v_owner FROM switchboard.scope(p_endpoint) g;
-    IF NOT FOUND THEN
-        PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
-    END IF;
-    WITH items AS (
-        SELECT * FROM switchboard.batch_items(p_items)
-    ), moved AS (
-        UPDATE switchboard.todos u
-           SET state            = 'failed',
-               result           = i.result,
-               next_retry_at    = CASE WHEN u.attempt < u.max_attempts THEN now() + switchboard.backoff(u.attempt) END,
-               completed_at     = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE now() END,
-               lease_expires_at = NULL,
-               lease_token_hash = NULL,
-               updated_at       = now()
-          FROM items i
-         WHERE i.first AND u.id = i.id AND u.endpoint_id = p_endpoint
-           AND switchboard.holds(u, v_queues, v_owner, i.token)
-        RETURNING u.id, switchboard.todo_json(u) AS todo
-    )
-    SELECT json_build_object('results', json_agg(
-               CASE WHEN m.id IS NOT NULL THEN jsonb_build_object('id', i.given, 'ok', true, 'todo', m.todo)
-                    ELSE switchboard.batch_refusal(i.given, i.first, t.queue, v_queues) END
-               ORDER BY i.ord))
-      INTO v_answer
-      FROM items i
-      LEFT JOIN moved m ON i.first AND m.id = i.id
-      LEFT JOIN switchboard.todos t ON m.id IS NULL AND t.id = i.id AND t.endpoint_id = p_endpoint;
-    RETURN v_answer;
-END
-$$;
-COMMENT ON FUNCTION switchboard.fail_many(uuid, jsonb) IS
-  'fail for each of 1-50 items [{id, result?, lease_token?}] in one statement, each judged on its own: {"results": [{id, ok: true, todo} | {id, ok: false, code, message}]} in the order given.';
-
-CREATE OR REPLACE FUNCTION switchboard.release_many(p_endpoint uuid, p_items jsonb) RETURNS json
+-- complete, fail and release of a batch, in one statement; p_verb picks the transition, which
+-- is each verb's own (complete, fail, release above), spelled once per column.
+CREATE OR REPLACE FUNCTION switchboard.finish_many(p_endpoint uuid, p_verb text, p_items jsonb) RETURNS json
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan  -- as claim_next_many: planned once per session
 AS $$
@@ -803,24 +722,34 @@ DECLARE
     v_answer json;
     v_ring   boolean;
 BEGIN
+    IF p_verb IS NULL OR p_verb NOT IN ('complete', 'fail', 'release') THEN
+        PERFORM switchboard.refuse('invalid_argument', 'verb must be complete, fail or release');
+    END IF;
     PERFORM switchboard.batch_check(p_items);
     SELECT g.queues, g.owner INTO v_queues, v_owner FROM switchboard.scope(p_endpoint) g;
     IF NOT FOUND THEN
         PERFORM switchboard.refuse('forbidden', 'endpoint is not active');
     END IF;
-    -- As release: a todo released on its last attempt is dead-lettered. A result is ignored.
     WITH items AS (
         SELECT * FROM switchboard.batch_items(p_items)
     ), moved AS (
+        -- complete: done with the result. fail: a parked retry while attempts remain, else a
+        -- dead letter. release: pending again, or a dead letter on the last attempt (its result
+        -- is ignored).
         UPDATE switchboard.todos u
-           SET state            = CASE WHEN u.attempt < u.max_attempts THEN 'pending' ELSE 'failed' END,
-               owner            = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE u.owner END,
-               result           = CASE WHEN u.attempt < u.max_attempts THEN u.result
+           SET state            = CASE WHEN p_verb = 'complete' THEN 'done'
+                                       WHEN p_verb = 'fail' OR u.attempt >= u.max_attempts THEN 'failed'
+                                       ELSE 'pending' END,
+               owner            = CASE WHEN p_verb = 'release' AND u.attempt < u.max_attempts THEN NULL ELSE u.owner END,
+               result           = CASE WHEN p_verb <> 'release' THEN i.result
+                                       WHEN u.attempt < u.max_attempts THEN u.result
                                        ELSE '{"error": "released_without_attempts_left"}' END,
-               completed_at     = CASE WHEN u.attempt < u.max_attempts THEN NULL ELSE now() END,
+               next_retry_at    = CASE WHEN p_verb <> 'fail' THEN u.next_retry_at
+                                       WHEN u.attempt < u.max_attempts THEN now() + switchboard.backoff(u.attempt) END,
+               completed_at     = CASE WHEN p_verb = 'complete' OR u.attempt >= u.max_attempts THEN now() END,
+               ready_at         = CASE WHEN p_verb = 'release' THEN now() ELSE u.ready_at END,
                lease_expires_at = NULL,
                lease_token_hash = NULL,
-               ready_at         = now(),
                updated_at       = now()
           FROM items i
          WHERE i.first AND u.id = i.id AND u.endpoint_id = p_endpoint
@@ -837,13 +766,26 @@ BEGIN
       LEFT JOIN moved m ON i.first AND m.id = i.id
       LEFT JOIN switchboard.todos t ON m.id IS NULL AND t.id = i.id AND t.endpoint_id = p_endpoint;
     IF v_ring THEN
-        PERFORM switchboard.ring();
+        PERFORM switchboard.ring(); -- a released todo is claimable again
     END IF;
     RETURN v_answer;
 END
 $$;
-COMMENT ON FUNCTION switchboard.release_many(uuid, jsonb) IS
-  'release for each of 1-50 items [{id, lease_token?}] in one statement, each judged on its own: {"results": [...]} as complete_many. Rings the doorbell when a todo went back to pending.';
+COMMENT ON FUNCTION switchboard.finish_many(uuid, text, jsonb) IS
+  'complete, fail or release (p_verb) for each of 1-50 items [{id, result?, lease_token?}] in one statement, each judged on its own: {"results": [{id, ok: true, todo} | {id, ok: false, code, message}]} in the order given. Rings the doorbell when a todo went back to pending.';
+
+-- The batch verbs by name, for the server and for psql.
+CREATE OR REPLACE FUNCTION switchboard.complete_many(p_endpoint uuid, p_items jsonb) RETURNS json
+LANGUAGE sql AS $$ SELECT switchboard.finish_many(p_endpoint, 'complete', p_items) $$;
+COMMENT ON FUNCTION switchboard.complete_many(uuid, jsonb) IS 'finish_many with complete.';
+
+CREATE OR REPLACE FUNCTION switchboard.fail_many(p_endpoint uuid, p_items jsonb) RETURNS json
+LANGUAGE sql AS $$ SELECT switchboard.finish_many(p_endpoint, 'fail', p_items) $$;
+COMMENT ON FUNCTION switchboard.fail_many(uuid, jsonb) IS 'finish_many with fail.';
+
+CREATE OR REPLACE FUNCTION switchboard.release_many(p_endpoint uuid, p_items jsonb) RETURNS json
+LANGUAGE sql AS $$ SELECT switchboard.finish_many(p_endpoint, 'release', p_items) $$;
+COMMENT ON FUNCTION switchboard.release_many(uuid, jsonb) IS 'finish_many with release.';
 
 -- Operators: dead letters back to work, and cancel.
 
