@@ -2,10 +2,8 @@ package mcpapi
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,35 +30,29 @@ func TestSDKDecodesWithoutBigBuffers(t *testing.T) {
 	}
 }
 
-// The go-sdk patch (server/third_party/go-sdk/SWITCHBOARD.md, patch 3) hands a session's
-// incoming messages to its jsonrpc2 connection from the HTTP request that carried them: a
-// connected session starts no goroutine of its own, and closing it still ends it. Without the
-// patch (or without channelTransport passing PushTo on) each session parks one in Read.
-func TestSDKSessionKeepsNoReaderGoroutine(t *testing.T) {
+// The go-sdk hook (server/third_party/go-sdk/SWITCHBOARD.md): ServerSession.Notify sends a
+// notification of an extension (the doorbell's notifications/claude/channel), and refuses the
+// SDK's own methods, which have typed senders. The doorbell tests in tests/e2e see it delivered.
+func TestSDKNotifiesExtensionsOnly(t *testing.T) {
+	ctx := context.Background()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-	const n = 20
-	var sessions []*mcp.ServerSession
-	runtime.GC()
-	before := runtime.NumGoroutine()
-	for i := range n {
-		ct := &channelTransport{inner: &mcp.StreamableServerTransport{SessionID: fmt.Sprint("s", i)}}
-		ss, err := srv.Connect(context.Background(), ct, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sessions = append(sessions, ss)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if grew := runtime.NumGoroutine() - before; grew >= n {
-		t.Fatalf("%d sessions started %d goroutines: the go-sdk patch is missing", n, grew)
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, ss := range sessions {
-		_ = ss.Close()
-		done := make(chan struct{})
-		go func() { _ = ss.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("a closed session did not end")
+	defer cs.Close()
+	for _, m := range []string{"notifications/progress", "tools/list", "claude/channel"} {
+		if err := ss.Notify(ctx, m, map[string]any{}); err == nil {
+			t.Errorf("Notify(%q) accepted", m)
 		}
+	}
+	if err := ss.Notify(ctx, "notifications/claude/channel", map[string]any{"content": "x"}); err != nil {
+		t.Fatalf("Notify: %v", err)
 	}
 }

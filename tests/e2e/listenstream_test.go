@@ -43,8 +43,7 @@ func rawListen(t *testing.T, endpoint, cred string) (net.Conn, *http.Response, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Connection: close marks the hijacked stream: the connection ends with it.
-	if resp.StatusCode != http.StatusOK || fmt.Sprint(resp.TransferEncoding) != "[chunked]" || !resp.Close ||
+	if resp.StatusCode != http.StatusOK || fmt.Sprint(resp.TransferEncoding) != "[chunked]" ||
 		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || resp.Header.Get("Mcp-Session-Id") != "" {
 		t.Fatalf("listen stream: %d %v %v", resp.StatusCode, resp.TransferEncoding, resp.Header)
 	}
@@ -69,12 +68,14 @@ func settledGoroutines() int {
 	return n
 }
 
-// An HTTP/1.1 listen stream is taken out of net/http once its ack is written, as a GET stream
-// is (TestGETStreamOutsideNetHTTP): an idle claude/channel listen keeps one goroutine (the
-// connection's reader; the target is two, a listen with resource subscriptions also parks the
-// SDK's listen handler), it is still rung, and it ends with its connection, giving its
-// goroutines and its place under the session cap back.
-func TestListenStreamOutsideNetHTTP(t *testing.T) {
+// An idle claude/channel listen stream is served by net/http and the SDK (issue 34 gave up the
+// hijacked streams): per stream, net/http's connection goroutine (parked in the handler) and its
+// background read, the SDK session's reader, and the listen's handler parked until the request
+// ends: four (a goroutine profile shows 20 of each for 20 streams; the count over 20 streams
+// measured 4.90, with what the first requests start once, such as database connections). It is
+// still rung, and it ends with its connection, giving its goroutines and its place under the
+// session cap back.
+func TestIdleListenStreams(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("idle", []string{"inbox"}, nil)
 	const n = 20
@@ -86,13 +87,13 @@ func TestListenStreamOutsideNetHTTP(t *testing.T) {
 	idle := settledGoroutines()
 	per := float64(idle-before) / n
 	t.Logf("%d idle listen streams: %d goroutines before, %d with them (%.2f each)", n, before, idle, per)
-	if per > 1.5 {
-		t.Fatalf("%.2f goroutines per idle listen stream, want 1", per)
+	if per > maxListenGoroutines {
+		t.Fatalf("%.2f goroutines per idle listen stream, want at most %d", per, maxListenGoroutines)
 	}
 
 	rung := e.vend("rung", []string{"inbox"}, nil)
 	_, _, rd := rawListen(t, e.url(rung), rung.Cred)
-	id := e.push(rung, "inbox", "over the hijacked listen stream")
+	id := e.push(rung, "inbox", "over the listen stream")
 	m := nextEvent(t, rd, 2*time.Second)
 	params, _ := m["params"].(map[string]any)
 	meta, _ := params["meta"].(map[string]any)
@@ -125,10 +126,12 @@ func liveHeap() uint64 {
 	return ms.HeapAlloc
 }
 
-// An idle hijacked listen stream keeps none of net/http's state for its request (not the
-// connection's 4 KiB read and write buffers, not the request or the response), and its
-// session keeps the client's capabilities as encoding/json decodes them, not as the SDK's
-// decoder does (a map sized for 64 entries per JSON object). Measured as the live heap of
+// maxListenGoroutines bounds the goroutines of one idle listen stream (TestIdleListenStreams).
+const maxListenGoroutines = 5
+
+// The live heap of an idle listen stream stays within the budget issue 34 sets for an idle
+// session with its GET stream (64 KiB, docs/benchmarks.md): net/http's connection, request and
+// response, the SDK's stateless session and its decoded _meta. Measured as the live heap of
 // this process (the server's and the test's end of each connection) per stream, over 200
 // streams on 4 endpoints.
 func TestListenStreamHeap(t *testing.T) {
@@ -147,9 +150,7 @@ func TestListenStreamHeap(t *testing.T) {
 	settledGoroutines()
 	kib := (float64(liveHeap()) - float64(heap)) / n / 1024
 	t.Logf("%d idle listen streams: live heap %.1f KiB each", n, kib)
-	// 8.0-9.3 KiB each in four runs; 13.3-15.1 with the SDK's capabilities, 23.0-25.3 with
-	// net/http's response kept as well.
-	if kib > 12 {
-		t.Fatalf("%.1f KiB of live heap per idle listen stream, want at most 12", kib)
+	if kib > 64 {
+		t.Fatalf("%.1f KiB of live heap per idle listen stream, want at most 64", kib)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -1520,6 +1521,20 @@ func (ss *ServerSession) callProgressNotificationHandler(ctx context.Context, p 
 // that was initiated by the client.
 func (ss *ServerSession) NotifyProgress(ctx context.Context, params *ProgressNotificationParams) error {
 	return handleNotify(ctx, notificationProgress, newServerRequest(ss, orZero[Params](params)))
+}
+
+// Notify sends a notification whose method this SDK does not define, such as
+// one of an experimental capability the server declares in
+// [ServerCapabilities.Experimental]. It is routed as the SDK's own
+// notifications are: with ctx of a request handler, on that request's
+// stream; otherwise on the session's standalone SSE stream (stateful) or its
+// subscriptions/listen stream (2026-07-28). Methods the SDK defines are
+// refused: they have their own methods, which run the sending middleware.
+func (ss *ServerSession) Notify(ctx context.Context, method string, params any) error {
+	if _, ok := clientMethodInfos[method]; ok || !strings.HasPrefix(method, "notifications/") {
+		return fmt.Errorf("Notify: %q is not a notification of an extension", method)
+	}
+	return ss.conn.Notify(ctx, method, params)
 }
 
 // notifySubscriptionAcked sends a "notifications/subscriptions/acknowledged"

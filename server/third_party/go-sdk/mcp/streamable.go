@@ -836,10 +836,6 @@ type StreamableServerTransport struct {
 	// to write their own streamable HTTP handler.
 	jsonResponse bool
 
-	// JSONResponse is jsonResponse for transports connected outside
-	// StreamableHTTPHandler. (switchboard patch 2, see SWITCHBOARD.md)
-	JSONResponse bool
-
 	// optional logger provided through the [StreamableHTTPOptions.Logger].
 	//
 	// TODO(rfindley): logger should be exported, since we want to allow users
@@ -866,7 +862,7 @@ func (t *StreamableServerTransport) Connect(ctx context.Context) (Connection, er
 		sessionID:                   t.SessionID,
 		stateless:                   t.Stateless,
 		eventStore:                  t.EventStore,
-		jsonResponse:                t.jsonResponse || t.JSONResponse,
+		jsonResponse:                t.jsonResponse,
 		logger:                      ensureLogger(t.logger), // see #556: must be non-nil
 		shouldPropagateCancellation: t.shouldPropagateCancellation,
 		decoded:                     t.decoded,
@@ -918,11 +914,6 @@ type streamableServerConn struct {
 	toolLookup func(name string) (*serverTool, bool)
 
 	incoming chan jsonrpc.Message // messages from the client to the server
-
-	// push, once the jsonrpc2 connection took it (PushTo), replaces incoming: each message is
-	// handed over by the HTTP request that carried it, so an idle session keeps no goroutine
-	// parked in Read (switchboard patch, see ../SWITCHBOARD.md). Guarded by mu.
-	push func(jsonrpc.Message, error)
 
 	mu sync.Mutex // guards all fields below
 
@@ -1219,14 +1210,6 @@ type idContextKey struct{}
 // protocolVersionContextKey stores the protocol version extracted from the
 // MCP-Protocol-Version HTTP header for use by lower layers.
 type protocolVersionContextKey struct{}
-
-// WithProtocolVersion returns ctx carrying the request's validated MCP-Protocol-Version, as
-// [StreamableHTTPHandler] passes it to a [StreamableServerTransport]. A server that serves a
-// request on a transport it connected itself (not through the handler) sets it with this.
-// (switchboard patch 4, see SWITCHBOARD.md)
-func WithProtocolVersion(ctx context.Context, version string) context.Context {
-	return context.WithValue(ctx, protocolVersionContextKey{}, version)
-}
 
 // protocolVersionFromContext returns the protocol version from the context, or
 // the empty string if not set. An empty string means the version is unknown
@@ -1692,7 +1675,9 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 	// [§2.1.4]: https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#sending-messages-to-the-server
 	if len(calls) == 0 {
 		for _, msg := range incoming {
-			if !c.publish(msg) {
+			select {
+			case c.incoming <- msg:
+			case <-c.done:
 				// The session is closing. Since we haven't yet written any data to the
 				// response, we can signal to the client that the session is gone.
 				http.Error(w, "session is closing", http.StatusNotFound)
@@ -1794,12 +1779,15 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 	}
 
 	// Publish incoming messages.
-	//
-	// Note: don't give up when req.Context() is done here, since we've already
-	// received the requests and may have already published a response message
-	// or notification. The client could resume the stream.
 	for _, msg := range incoming {
-		if !c.publish(msg) {
+		select {
+		case c.incoming <- msg:
+		// Note: don't select on req.Context().Done() here, since we've already
+		// received the requests and may have already published a response message
+		// or notification. The client could resume the stream.
+		//
+		// In fact, this send could be in a separate goroutine.
+		case <-c.done:
 			// Session closed: we don't know if any data has been written, so it's
 			// too late to write a status code here.
 			return
@@ -1835,40 +1823,6 @@ func parseEventID(eventID string) (streamID string, idx int, ok bool) {
 		return "", 0, false
 	}
 	return streamID, idx, true
-}
-
-// publish hands an incoming message to the connection: through push once the jsonrpc2
-// connection took it, else through the incoming channel. False: the session is closing.
-// (switchboard patch)
-func (c *streamableServerConn) publish(msg jsonrpc.Message) bool {
-	c.mu.Lock()
-	push, done := c.push, c.isDone
-	c.mu.Unlock()
-	if push != nil {
-		if done {
-			return false
-		}
-		push(msg, nil)
-		return true
-	}
-	select {
-	case c.incoming <- msg:
-		return true
-	case <-c.done:
-		return false
-	}
-}
-
-// PushTo implements jsonrpc2.PushReader (switchboard patch): messages go straight to deliver,
-// and the end of the session is delivered as io.EOF, as Read would return it.
-func (c *streamableServerConn) PushTo(deliver func(jsonrpc.Message, error)) {
-	c.mu.Lock()
-	c.push = deliver
-	done := c.isDone
-	c.mu.Unlock()
-	if done {
-		go deliver(nil, io.EOF) // the caller holds the connection's state lock
-	}
 }
 
 // Read implements the [Connection] interface.
@@ -2024,11 +1978,6 @@ func (c *streamableServerConn) Close() error {
 	if !c.isDone {
 		c.isDone = true
 		close(c.done)
-		if c.push != nil {
-			// switchboard patch: the end of the stream, as Read would return it. On its own
-			// goroutine: Close may be called under the jsonrpc2 connection's state lock.
-			go c.push(nil, io.EOF)
-		}
 		if c.eventStore != nil {
 			// TODO: find a way to plumb a context here, or an event store with a long-running
 			// close operation can take arbitrary time. Alternative: impose a fixed timeout here.

@@ -254,38 +254,10 @@ func (c *Connection) start(ctx context.Context, reader Reader, preempter Preempt
 		default:
 		}
 
-		s.reading = true
-		// switchboard patch: a PushReader hands its messages over itself, so an idle
-		// connection keeps no goroutine parked in Read (see ../../SWITCHBOARD.md).
-		if pr, ok := reader.(PushReader); ok {
-			var mu sync.Mutex // deliveries in order, one at a time, as from one reader
-			ended := false
-			pr.PushTo(func(msg Message, err error) {
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case ended: // nothing is read after the end of the stream
-				case err != nil:
-					ended = true
-					c.endReading(err)
-				default:
-					c.acceptIncoming(ctx, msg, preempter)
-				}
-			})
-			return
-		}
 		// The goroutine started here will continue until the underlying stream is closed.
+		s.reading = true
 		go c.readIncoming(ctx, reader, preempter)
 	})
-}
-
-// PushReader is a Reader that delivers its messages itself (switchboard patch). PushTo is
-// called once, when the connection starts, instead of starting a goroutine that calls Read:
-// the reader then calls deliver for each incoming message, and once with the error that ends
-// the stream (msg nil). Calls may come from any goroutine; they are serialized here.
-type PushReader interface {
-	Reader
-	PushTo(deliver func(msg Message, err error))
 }
 
 // Notify invokes the target method but does not wait for a response.
@@ -546,36 +518,26 @@ func (c *Connection) readIncoming(ctx context.Context, reader Reader, preempter 
 		if err != nil {
 			break
 		}
-		c.acceptIncoming(ctx, msg, preempter)
+
+		switch msg := msg.(type) {
+		case *Request:
+			c.acceptRequest(ctx, msg, preempter)
+
+		case *Response:
+			c.updateInFlight(func(s *inFlightState) {
+				if ac, ok := s.outgoingCalls[msg.ID]; ok {
+					delete(s.outgoingCalls, msg.ID)
+					ac.retire(msg)
+				} else {
+					// TODO: How should we report unexpected responses?
+				}
+			})
+
+		default:
+			c.internalErrorf("Read returned an unexpected message of type %T", msg)
+		}
 	}
-	c.endReading(err)
-}
 
-// acceptIncoming handles one message read from the stream (switchboard patch: the body of
-// readIncoming's loop, shared with PushReader deliveries).
-func (c *Connection) acceptIncoming(ctx context.Context, msg Message, preempter Preempter) {
-	switch msg := msg.(type) {
-	case *Request:
-		c.acceptRequest(ctx, msg, preempter)
-
-	case *Response:
-		c.updateInFlight(func(s *inFlightState) {
-			if ac, ok := s.outgoingCalls[msg.ID]; ok {
-				delete(s.outgoingCalls, msg.ID)
-				ac.retire(msg)
-			} else {
-				// TODO: How should we report unexpected responses?
-			}
-		})
-
-	default:
-		c.internalErrorf("Read returned an unexpected message of type %T", msg)
-	}
-}
-
-// endReading records the error that ended the stream (switchboard patch: the tail of
-// readIncoming, shared with PushReader deliveries).
-func (c *Connection) endReading(err error) {
 	c.updateInFlight(func(s *inFlightState) {
 		s.reading = false
 		s.readErr = err
