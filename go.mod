@@ -110,4 +110,4 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
-replace github.com/modelcontextprotocol/go-sdk => ./server/third_party/go-sdk
+replace github.com/modelcontextprotocol/go-sdk => ./server/third_party/go-sdk/v1.8.0

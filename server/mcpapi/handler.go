@@ -1,20 +1,24 @@
 // Package mcpapi serves the agent surface: MCP over Streamable HTTP at /mcp/{slug}
-// (contract §4), built on github.com/modelcontextprotocol/go-sdk.
+// (contract §4), on github.com/modelcontextprotocol/go-sdk's StreamableHTTPHandler: a stateful
+// one for 2025 sessions, a stateless one for 2026-07-28 requests (modern.go).
 //
-// Each request is authenticated by its bearer credential: one SQL call, or none for a request
-// on a session the database already vouched for (see trustedSession). Each endpoint gets its
-// own session table, so a session can only be used through the endpoint that created it, and
-// the mcp.Server of its allowlist, holding exactly those tools (shared by the endpoints with
-// the same allowlist; a call's endpoint is its session's). Sessions run on the SDK's
-// StreamableServerTransport, connected here (rather than through StreamableHTTPHandler) so
-// that the doorbell can write its notification on the session's connection (channel.go).
+// ServeHTTP applies Switchboard's own rules before the SDK sees a request: the DNS-rebinding
+// guard, draining, the body cap, the bearer check (one SQL call, or none for a credential the
+// database already vouched for in this epoch of the revocation feed: trustedSession,
+// trustedCredential), the endpoint's rate limits and session cap, and the 401/429/503 answers.
+// It then hands the request to the SDK through its auth middleware, whose TokenInfo names the
+// endpoint (UserID: a session answers only to its own endpoint's credentials) and carries the
+// request's own data (Extra, see request) to the tool handlers in RequestExtra. Each endpoint
+// is served by the mcp.Server of its allowlist, holding exactly those tools (shared by the
+// endpoints with the same allowlist).
 package mcpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,6 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"switchboard/server/bodybudget"
@@ -81,22 +87,22 @@ type Handler struct {
 	baseHost string
 
 	mu       sync.Mutex
-	entries  map[string]*endpointEntry // by endpoint id
-	servers  map[string]*mcp.Server    // by allowlist (see serverFor)
-	sessions map[string]*session       // every live session, by id
-	revoked  map[string]time.Time      // endpoints revoked while this process ran (see acquire)
+	entries  map[string]*endpointEntry     // by endpoint id
+	servers  map[string]*mcp.Server        // by allowlist (see serverFor)
+	sessions map[string]*session           // every live 2025 session, by id
+	revoked  map[string]time.Time          // endpoints revoked while this process ran (see acquire)
+	creds    map[string]trustedCred        // credential hash → what the database confirmed (modern.go)
+	acks     map[*mcp.ServerSession]func() // a claude/channel listen's: run once its ack is out (modern.go)
 	closing  bool
 	draining atomic.Bool // see drain.go
 
-	callSeq atomic.Uint64
-	calls   sync.Map // call id → *requestLog (see tool handler)
+	callSeq atomic.Uint64 // names the doorbell registrations of sessionless listens and waits
 
-	stateless      *mcp.StreamableHTTPHandler // 2026-07-28 requests (modern.go)
-	creds          map[string]trustedCred     // credential hash → what the database confirmed (modern.go); guarded by mu
-	channelListens sync.Map                   // *mcp.ServerSession of a claude/channel listen stream → its *listenStream
-	updates        *updates                   // resources/updated, coalesced (resources.go)
-	closed         context.Context            // done once Close began: listen streams end (modern.go)
-	closeListens   context.CancelFunc
+	stateful  http.Handler    // the SDK's handlers behind its auth middleware: 2025 sessions,
+	stateless http.Handler    // and 2026-07-28 requests (modern.go)
+	updates   *updates        // resources/updated, coalesced (resources.go)
+	closed    context.Context // done once Close began: listen streams end (modern.go)
+	closeAll  context.CancelFunc
 
 	startOnce sync.Once
 	stop      chan struct{}
@@ -132,14 +138,14 @@ func New(o Options) *Handler {
 	h := &Handler{
 		o: o, log: o.Log, m: o.Metrics,
 		entries: map[string]*endpointEntry{}, servers: map[string]*mcp.Server{}, sessions: map[string]*session{},
-		revoked: map[string]time.Time{}, creds: map[string]trustedCred{},
+		revoked: map[string]time.Time{}, creds: map[string]trustedCred{}, acks: map[*mcp.ServerSession]func(){},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if u, err := url.Parse(o.BaseURL); err == nil {
 		h.baseHost = strings.ToLower(u.Hostname())
 	}
-	h.stateless = h.newStateless()
-	h.closed, h.closeListens = context.WithCancel(context.Background())
+	h.stateful, h.stateless = h.sdkHandler(false), h.sdkHandler(true)
+	h.closed, h.closeAll = context.WithCancel(context.Background())
 	h.updates = &updates{h: h, pending: map[updateKey]bool{}}
 	if o.Bell != nil {
 		h.updates.window = o.Bell.Window
@@ -148,42 +154,95 @@ func New(o Options) *Handler {
 	return h
 }
 
+// sdkHandler is the SDK's StreamableHTTPHandler behind its auth middleware. The middleware's
+// verifier only hands over what ServeHTTP established (request.info): the credential was
+// checked there, with Switchboard's answers. The DNS-rebinding guard, the body cap and the idle
+// sweep are Switchboard's (hostAllowed, MaxBody, sweep), so the SDK's are off.
+func (h *Handler) sdkHandler(stateless bool) http.Handler {
+	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if rq := requestIn(r.Context()); rq != nil {
+			return rq.entry.srv
+		}
+		return nil
+	}, &mcp.StreamableHTTPOptions{
+		Stateless: stateless,
+		// A call is answered as one application/json response rather than a one-event
+		// stream: both sides parse it with less work. Notifications (the doorbell, progress)
+		// take the session's GET stream, or a 2026-07-28 listen stream.
+		JSONResponse:                 true,
+		DisableLocalhostProtection:   true,
+		MaxRequestBodyBytes:          -1,
+		PropagateRequestCancellation: true, // 2026-07-28: a call ends with its POST
+	})
+	verify := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		if rq := requestIn(ctx); rq != nil {
+			return &rq.info, nil
+		}
+		return nil, auth.ErrInvalidToken
+	}
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
+}
+
 // Start runs the idle-session sweeper until Close.
 func (h *Handler) Start() {
 	h.startOnce.Do(func() { go h.sweep() })
 }
 
-// requestLog is what a tool call learns of its HTTP request: the request's context (the SDK
-// runs handlers on contexts of its own) and the fields of the request's one log line.
-type requestLog struct {
+type requestKey struct{}
+
+// request is what the SDK's handlers learn of their HTTP request, through
+// RequestExtra.TokenInfo.Extra: the endpoint, the request's own context (the SDK runs a 2025
+// session's handlers on contexts of its own) and the fields of the request's one log line.
+type request struct {
 	ctx      context.Context
-	entry    *endpointEntry // the request's endpoint, once authenticated
+	entry    *endpointEntry
+	v        *verified // what the credential lookup established (nil: trusted without one)
+	reserved bool      // holds a place under the session cap for the session it may start (guarded by Handler.mu)
+	info     auth.TokenInfo
+
 	mu       sync.Mutex
 	endpoint string
 	verb     string
 	code     string
 }
 
-func (l *requestLog) set(verb, code string) {
+func (l *request) set(verb, code string) {
 	l.mu.Lock()
 	l.verb, l.code = verb, code
 	l.mu.Unlock()
 }
 
-// ServeHTTP authenticates, bounds the body and dispatches to the endpoint's sessions.
+const requestExtra = "switchboard"
+
+func requestIn(ctx context.Context) *request {
+	rq, _ := ctx.Value(requestKey{}).(*request)
+	return rq
+}
+
+// requestOf is the request of anything the SDK dispatches (nil if unknown).
+func requestOf(extra *mcp.RequestExtra) *request {
+	if extra == nil || extra.TokenInfo == nil {
+		return nil
+	}
+	rq, _ := extra.TokenInfo.Extra[requestExtra].(*request)
+	return rq
+}
+
+// ServeHTTP authenticates, bounds the body, applies the endpoint's limits and hands the request
+// to the SDK.
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &requestLog{ctx: r.Context()}
+	rq := &request{ctx: r.Context()}
 	w := &httpx.StatusWriter{ResponseWriter: rw}
 	defer func() {
 		if !h.log.Enabled(r.Context(), slog.LevelInfo) {
 			return // the access log is off: build nothing
 		}
-		rec.mu.Lock()
+		rq.mu.Lock()
 		attrs := []any{"method", r.Method, "path", "/mcp/" + printable(r.PathValue("slug")), "status", w.Status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000}
-		if rec.endpoint != "" {
-			attrs = append(attrs, "endpoint_id", rec.endpoint)
+		if rq.endpoint != "" {
+			attrs = append(attrs, "endpoint_id", rq.endpoint)
 		}
 		// Which protocol a client speaks, and on 2026-07-28 what it asked (Mcp-Method).
 		if v := r.Header.Get(versionHeader); v != "" {
@@ -192,10 +251,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if m := r.Header.Get("Mcp-Method"); m != "" {
 			attrs = append(attrs, "mcp_method", printable(m))
 		}
-		if rec.verb != "" {
-			attrs = append(attrs, "verb", rec.verb, "code", rec.code)
+		if rq.verb != "" {
+			attrs = append(attrs, "verb", rq.verb, "code", rq.code)
 		}
-		rec.mu.Unlock()
+		rq.mu.Unlock()
 		h.log.Info("mcp request", attrs...)
 	}()
 
@@ -241,7 +300,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.m.Authentications.WithLabelValues(via).Inc()
-	rec.endpoint = ep.ID
+	rq.endpoint = ep.ID
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	}
@@ -256,23 +315,73 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.release(e)
-	rec.entry = e
+	rq.entry, rq.v = e, v
+	rq.info = auth.TokenInfo{UserID: ep.ID, Extra: map[string]any{requestExtra: rq}}
+	ctx := context.WithValue(r.Context(), requestKey{}, rq)
+	sw := &sdkWriter{ResponseWriter: w}
 
 	if modern(r) {
-		h.serveModern(w, r, e, rec, ep.Expires) // MCP 2026-07-28: no session (modern.go)
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == listenMethod {
+			h.serveListen(sw, r.WithContext(ctx), e, hash, ep.Expires) // modern.go
+			return
+		}
+		h.stateless.ServeHTTP(sw, r.WithContext(ctx))
 		return
 	}
-	switch r.Method {
-	case http.MethodPost:
-		h.servePOST(w, r, e, rec, v)
-	case http.MethodGet:
-		h.serveGET(w, r, e, v, ep.Expires)
-	case http.MethodDelete:
-		h.serveDELETE(w, r, e)
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST, GET or DELETE")
+	if id := r.Header.Get(sessionHeader); id != "" {
+		s := h.touch(id, e, v)
+		if s != nil && r.Method == http.MethodGet {
+			// The GET stream, which carries the doorbell, ends when its credential (an OAuth
+			// access token) expires: it has no next request to be refused on, and the client
+			// opens another with its refreshed token.
+			if !ep.Expires.IsZero() {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, ep.Expires)
+				defer cancel()
+			}
+			sw.onOpen = func() { h.streamOpened(s) }
+			defer func() {
+				if sw.opened {
+					h.streamClosed(s)
+				}
+			}()
+		}
+		if s != nil && r.Method == http.MethodDelete && s.bell != nil {
+			s.bell.Close() // ends its waiting calls, which would hold the SDK's close for their wait
+		}
+		h.stateful.ServeHTTP(sw, r.WithContext(ctx))
+		if s != nil && r.Method == http.MethodDelete && w.Status == http.StatusNoContent {
+			h.dropSession(s) // closed by the SDK
+		}
+		return
 	}
+	if r.Method == http.MethodPost {
+		if !initializeOnly(w, r) || !h.admitSession(w, e, rq) { // sessionlimit.go
+			return
+		}
+		defer h.unreserve(rq)
+	}
+	h.stateful.ServeHTTP(sw, r.WithContext(ctx))
+}
+
+// initializeOnly refuses a 2025 POST without Mcp-Session-Id that is not initialize, with 400
+// (as the transport asks of a server that requires sessions), before the SDK would make a
+// session for it. The body is put back for the SDK.
+func initializeOnly(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "request body exceeds 1 MiB")
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+		if req, ok := msg.(*jsonrpc.Request); !ok || req.Method != "initialize" {
+			writeError(w, http.StatusBadRequest, store.CodeInvalidArgument,
+				"Mcp-Session-Id header required: send initialize first, then the session id it returns")
+			return false
+		}
+	}
+	return true // initialize, or a body the SDK answers
 }
 
 // bearer returns the SHA-256 of the request's bearer credential. Cookies are never read.
@@ -351,13 +460,71 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, hash []by
 	return ep, true
 }
 
-// writeError writes {"error":{"code","message"}} with the status.
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	body, _ := json.Marshal(map[string]map[string]string{"error": {"code": code, "message": message}})
+// writeError writes {"error":{"code","message"}} with the status, the one shape of every error
+// answered outside JSON-RPC here. extra adds key, value pairs to the error object.
+func writeError(w http.ResponseWriter, status int, code, message string, extra ...string) {
+	e := map[string]string{"code": code, "message": message}
+	for i := 0; i+1 < len(extra); i += 2 {
+		e[extra[i]] = extra[i+1]
+	}
+	body, _ := json.Marshal(map[string]map[string]string{"error": e})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
 }
+
+// errorCodes name the HTTP errors the SDK answers in plain text (a transport rule: media types,
+// an unknown session, a second GET stream...), for writeError.
+var errorCodes = map[int]string{
+	http.StatusBadRequest: store.CodeInvalidArgument, http.StatusUnsupportedMediaType: store.CodeInvalidArgument,
+	http.StatusForbidden: store.CodeForbidden, http.StatusNotFound: store.CodeNotFound,
+	http.StatusConflict: store.CodeConflict, http.StatusMethodNotAllowed: "method_not_allowed",
+	http.StatusRequestEntityTooLarge: "payload_too_large",
+}
+
+// sdkWriter is the ResponseWriter the SDK writes to. It turns the SDK's plain-text HTTP errors
+// (http.Error) into writeError's JSON, and reports when a GET stream is accepted (onOpen: the
+// SDK writes the 200 head while it holds the stream, so anything written to the session from
+// then on reaches it).
+type sdkWriter struct {
+	http.ResponseWriter
+	onOpen func()
+	status int  // a plain-text error held until its text arrives
+	opened bool // onOpen ran
+}
+
+func (w *sdkWriter) WriteHeader(code int) {
+	if code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.status = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+	if code == http.StatusOK && w.onOpen != nil && !w.opened {
+		w.opened = true
+		w.onOpen()
+	}
+}
+
+func (w *sdkWriter) Write(b []byte) (int, error) {
+	if w.status != 0 {
+		code, ok := errorCodes[w.status]
+		if !ok {
+			code = store.CodeInternal
+		}
+		writeError(w.ResponseWriter, w.status, code, strings.TrimSpace(string(b)))
+		w.status = 0
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *sdkWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *sdkWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // hostAllowed is the DNS-rebinding guard, chosen deliberately instead of the SDK's: a request
 // that reached a loopback listener must name a loopback host or the configured base URL's host.
@@ -399,7 +566,7 @@ func (h *Handler) Close() {
 		return
 	}
 	h.closing = true
-	h.closeListens()
+	h.closeAll()
 	var all []*session
 	for _, e := range h.entries {
 		for _, s := range e.sessions {
@@ -424,7 +591,7 @@ func (h *Handler) Revoke(endpointID string) {
 	h.forgetCredentialsLocked(endpointID)
 	e := h.entries[endpointID]
 	var all []*session
-	var listens []*listenStream
+	var listens []*listen
 	if e != nil {
 		delete(h.entries, endpointID)
 		e.revoked = true
@@ -449,7 +616,7 @@ func (h *Handler) Revoke(endpointID string) {
 		h.closeSession(s)
 	}
 	for _, ls := range listens {
-		ls.close()
+		ls.cancel()
 	}
 	if len(all)+len(listens) > 0 {
 		h.log.Info("endpoint revoked; sessions closed", "endpoint_id", endpointID, "sessions", len(all), "listen_streams", len(listens))
@@ -469,7 +636,7 @@ func (h *Handler) Rotated(ctx context.Context, endpointID string) {
 				h.mu.Lock()
 				s.verified = 0 // never trusted again, even if a request races the close
 				h.mu.Unlock()
-				_ = s.ss.Close()
+				h.closeSession(s)
 			})
 		}
 	}
@@ -489,7 +656,7 @@ func (h *Handler) closeUnresolvedListens(ctx context.Context, endpointID string)
 	byCred := map[string][]func(){}
 	if e := h.entries[endpointID]; e != nil {
 		for ls := range e.open {
-			byCred[string(ls.cred)] = append(byCred[string(ls.cred)], ls.close)
+			byCred[string(ls.cred)] = append(byCred[string(ls.cred)], ls.cancel)
 		}
 	}
 	h.mu.Unlock()
@@ -544,5 +711,3 @@ func (h *Handler) SessionCount(endpointID string) int {
 	}
 	return 0
 }
-
-var errNotConnected = errors.New("session not connected")

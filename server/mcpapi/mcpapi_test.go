@@ -77,32 +77,6 @@ func TestValidateMessages(t *testing.T) {
 	}
 }
 
-// parseListen reads the listen's session state as the SDK would keep it (protocol version,
-// client info, capabilities with roots in both fields) and refuses to guess at a bad _meta.
-func TestParseListen(t *testing.T) {
-	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{` +
-		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},` +
-		`"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"experimental":{"claude/channel":{}}}},"notifications":{}}}`
-	l, ok := parseListen([]byte(body))
-	if !ok || !l.channel || l.client == nil {
-		t.Fatalf("parseListen: %v %+v", ok, l)
-	}
-	p := l.client
-	if p.ProtocolVersion != "2026-07-28" || p.ClientInfo == nil || p.ClientInfo.Name != "c" ||
-		p.Capabilities.RootsV2 == nil || !p.Capabilities.RootsV2.ListChanged || !p.Capabilities.Roots.ListChanged {
-		t.Fatalf("session state %+v %+v", p, p.Capabilities)
-	}
-	// No capabilities: the SDK refuses the request (-32602); no state is made up for it.
-	l, ok = parseListen([]byte(`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{` +
-		`"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"notifications":{}}}`))
-	if !ok || l.channel || l.client != nil {
-		t.Fatalf("without capabilities: %v %+v", ok, l)
-	}
-	if _, ok := parseListen([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"subscriptions/listen"}}`)); ok {
-		t.Fatal("a tools/list taken for a listen")
-	}
-}
-
 func TestIsLoopback(t *testing.T) {
 	for _, h := range []string{"127.0.0.1:80", "localhost", "[::1]:8080", "::1", "LOCALHOST:1"} {
 		if !isLoopback(h) {

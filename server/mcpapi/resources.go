@@ -50,20 +50,6 @@ func unknownResource(uri string) error {
 	return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("no such resource: %q", uri)}
 }
 
-// entryFor is the endpoint entry of any request: its session's (2025), or its HTTP request's
-// (2026-07-28, where the session is the request's own and unknown here).
-func (h *Handler) entryFor(ss mcp.Session, extra *mcp.RequestExtra) *endpointEntry {
-	if s, ok := ss.(*mcp.ServerSession); ok {
-		if e := h.entryOf(s); e != nil {
-			return e
-		}
-	}
-	if rec := h.recordOf(extra); rec != nil {
-		return rec.entry
-	}
-	return nil
-}
-
 // serveResources answers resources/list and resources/read from the database, and checks
 // that resources/subscribe and a listen's resourceSubscriptions name the caller's own queues.
 func (h *Handler) serveResources(next mcp.MethodHandler) mcp.MethodHandler {
@@ -73,7 +59,7 @@ func (h *Handler) serveResources(next mcp.MethodHandler) mcp.MethodHandler {
 		default:
 			return next(ctx, method, req)
 		}
-		e := h.entryFor(req.GetSession(), req.GetExtra())
+		e := entryFor(req.GetExtra())
 		if e == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not found"}
 		}

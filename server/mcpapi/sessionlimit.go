@@ -1,13 +1,12 @@
 package mcpapi
 
 // Bounded sessions: one credential must not be able to hold an unbounded number of sessions
-// (each is two goroutines and tens of KB, idle for up to SessionIdle). Per endpoint and per
+// (each is a few goroutines and tens of KB, idle for up to SessionIdle). Per endpoint and per
 // server process, live sessions are capped (Options.MaxSessions) and initialize is rate-limited
 // (Limits.InitRate/InitBurst). Past either, a new initialize gets HTTP 429 with Retry-After and
 // a JSON error naming the limit; existing sessions are untouched.
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -21,29 +20,52 @@ import (
 // closed (DELETE) or idles out, which no clock here predicts.
 const capRetryAfter = 60 * time.Second
 
-// admitSession decides whether endpoint e may start a session now: under its cap (checked again,
-// under the same lock as the insert, in newSession) and within its initialize rate.
-func (h *Handler) admitSession(w http.ResponseWriter, e *endpointEntry) bool {
+// admitSession decides whether endpoint e may start a session now (a 2025 POST without a
+// session id): under its cap and within its initialize rate. Admitted, the request holds a
+// place under the cap until its session takes it (bindSession) or the request ends (unreserve),
+// so concurrent initializes cannot pass the cap together.
+func (h *Handler) admitSession(w http.ResponseWriter, e *endpointEntry, rq *request) bool {
 	h.mu.Lock()
 	full := e.streams() >= h.o.MaxSessions
+	if !full {
+		e.opening++
+		rq.reserved = true
+	}
 	h.mu.Unlock()
 	if full {
 		h.tooManySessions(w)
 		return false
 	}
 	r := e.buckets.init.Reserve()
-	if !r.OK() {
-		writeLimit(w, time.Minute, "SWITCHBOARD_INIT_RATE", "initialize is not allowed for this endpoint (rate 0)")
-		return false
+	var d time.Duration
+	if r.OK() {
+		d = r.Delay()
 	}
-	if d := r.Delay(); d > 0 {
-		r.Cancel()
-		writeLimit(w, d, "SWITCHBOARD_INIT_RATE", fmt.Sprintf(
-			"too many initialize requests for this endpoint (limit %g/s, burst %d): reuse your session, or retry in %s",
-			float64(e.buckets.init.Limit()), e.buckets.init.Burst(), roundUp(d)))
+	if !r.OK() || d > 0 {
+		if r.OK() {
+			r.Cancel()
+		}
+		h.unreserve(rq)
+		if !r.OK() {
+			writeLimit(w, time.Minute, "SWITCHBOARD_INIT_RATE", "initialize is not allowed for this endpoint (rate 0)")
+		} else {
+			writeLimit(w, d, "SWITCHBOARD_INIT_RATE", fmt.Sprintf(
+				"too many initialize requests for this endpoint (limit %g/s, burst %d): reuse your session, or retry in %s",
+				float64(e.buckets.init.Limit()), e.buckets.init.Burst(), roundUp(d)))
+		}
 		return false
 	}
 	return true
+}
+
+// unreserve gives back the place an initialize request held, unless its session took it.
+func (h *Handler) unreserve(rq *request) {
+	h.mu.Lock()
+	if rq.reserved {
+		rq.reserved = false
+		rq.entry.opening--
+	}
+	h.mu.Unlock()
 }
 
 func (h *Handler) tooManySessions(w http.ResponseWriter) {
@@ -56,9 +78,5 @@ func (h *Handler) tooManySessions(w http.ResponseWriter) {
 // {"error":{"code":"rate_limited","message":...,"limit":<the setting>}}.
 func writeLimit(w http.ResponseWriter, retry time.Duration, limit, message string) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
-	body, _ := json.Marshal(map[string]map[string]string{"error": {
-		"code": store.CodeRateLimited, "message": message, "limit": limit}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write(append(body, '\n'))
+	writeError(w, http.StatusTooManyRequests, store.CodeRateLimited, message, "limit", limit)
 }

@@ -2,17 +2,12 @@ package mcpapi
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"switchboard/server/doorbell"
@@ -22,11 +17,8 @@ import (
 const (
 	sessionHeader  = "Mcp-Session-Id"
 	versionHeader  = "Mcp-Protocol-Version"
-	newProtocol    = "2026-07-28" // SEP-2575 sessionless protocol: not served (we are stateful)
+	newProtocol    = "2026-07-28" // SEP-2575: no sessions from this version on (modern.go)
 	entryIdleAfter = 10 * time.Minute
-	// callHeader carries the id of the HTTP request's requestLog to the tool handler, through
-	// RequestExtra.Header. Always overwritten, so a client cannot set it.
-	callHeader = "X-Switchboard-Call"
 )
 
 // endpointEntry is one endpoint's server, sessions and rate limits. Guarded by Handler.mu.
@@ -35,30 +27,31 @@ type endpointEntry struct {
 	srv      *mcp.Server
 	buckets  *buckets
 	sessions map[string]*session
-	listens  int                        // open 2026-07-28 listen streams, capped with the sessions (modern.go)
-	open     map[*listenStream]struct{} // the listens that are set up: closed by Revoke
+	opening  int                  // initialize requests under way, each holding a place under the cap
+	listens  int                  // open 2026-07-28 listen streams, capped with the sessions (modern.go)
+	open     map[*listen]struct{} // the listens that are set up: closed by Revoke
 	refs     int
 	lastUsed time.Time
 	revoked  bool
 }
 
-// streams counts what the per-endpoint cap (Options.MaxSessions) bounds: sessions and listen
-// streams together. Handler.mu must be held.
-func (e *endpointEntry) streams() int { return len(e.sessions) + e.listens }
+// streams counts what the per-endpoint cap (Options.MaxSessions) bounds: sessions, the
+// initialize requests that may start one, and listen streams. Handler.mu must be held.
+func (e *endpointEntry) streams() int { return len(e.sessions) + e.opening + e.listens }
 
-// session is one MCP session. streams, lastSeen, cred and verified are guarded by Handler.mu.
+// session is what Switchboard keeps of a 2025 session beside the SDK's: its endpoint, its
+// doorbell registration, its GET stream and idle time (sweep), and what the database confirmed
+// of its credential (trustedSession). All but id, entry, ss and bell are guarded by Handler.mu.
 type session struct {
-	id        string
-	entry     *endpointEntry
-	ss        *mcp.ServerSession
-	transport *mcp.StreamableServerTransport
-	bell      *doorbell.Session
-	stream    atomic.Pointer[eventStream] // the hijacked GET stream (stream.go)
-	streams   int
-	lastSeen  time.Time
-	cred      []byte    // credential hash the database last confirmed for this session
-	verified  uint64    // the revocation feed's epoch of that confirmation (see trustedSession)
-	until     time.Time // an OAuth token's expiry: trusted no longer (zero: an sbk_ credential)
+	id       string
+	entry    *endpointEntry
+	ss       *mcp.ServerSession
+	bell     *doorbell.Session
+	streams  int // open GET streams (0 or 1: the SDK refuses a second)
+	lastSeen time.Time
+	cred     []byte    // credential hash the database last confirmed for this session
+	verified uint64    // the revocation feed's epoch of that confirmation (see trustedSession)
+	until    time.Time // an OAuth token's expiry: trusted no longer (zero: an sbk_ credential)
 }
 
 // vouch records a database confirmation of the session's credential. h.mu must be held.
@@ -66,6 +59,20 @@ func (s *session) vouch(v *verified) {
 	if v != nil {
 		s.cred, s.verified, s.until = v.hash, v.epoch, v.until
 	}
+}
+
+// touch finds the live session id of endpoint e for a request naming it, and records the
+// request's credential lookup (v) and activity. Nil: unknown here (the SDK answers 404 or 403).
+func (h *Handler) touch(id string, e *endpointEntry, v *verified) *session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.sessions[id]
+	if s == nil || s.entry != e {
+		return nil
+	}
+	s.lastSeen = time.Now()
+	s.vouch(v)
+	return s
 }
 
 // acquire returns the endpoint's entry (creating it) and holds it for one request; the status
@@ -98,7 +105,7 @@ func (h *Handler) release(e *endpointEntry) {
 
 // newEntry makes the endpoint's entry, on the mcp.Server of its allowlist. h.mu must be held.
 func (h *Handler) newEntry(ep store.Endpoint) *endpointEntry {
-	return &endpointEntry{ep: ep, srv: h.serverFor(ep.Verbs), buckets: newBuckets(h.o.Limits), sessions: map[string]*session{}}
+	return &endpointEntry{ep: ep, srv: h.serverFor(ep.Verbs), buckets: newBuckets(h.o.Limits), sessions: map[string]*session{}, open: map[*listen]struct{}{}}
 }
 
 // serverFor returns the mcp.Server with exactly the allowlisted tools, shared by every endpoint
@@ -134,20 +141,64 @@ func (h *Handler) serverFor(verbs []string) *mcp.Server {
 		allowed[t.Name] = true
 		srv.AddTool(t.mcpTool, h.toolHandler(t))
 	}
-	srv.AddReceivingMiddleware(h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.holdChannelListen)
+	srv.AddReceivingMiddleware(h.bindSession, h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.serveListenChannel)
+	srv.AddSendingMiddleware(h.afterAck)
 	h.servers[key.String()] = srv
 	return srv
 }
 
-// entryOf is the endpoint entry of a request's session (nil once the session is gone).
-func (h *Handler) entryOf(ss *mcp.ServerSession) *endpointEntry {
-	if ss == nil {
-		return nil
+// bindSession records a 2025 session once its initialize succeeded: its endpoint is the
+// request's, it may be rung by the doorbell, and it takes the place its initialize request held
+// under the endpoint's cap (admitSession).
+func (h *Handler) bindSession(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		rq := requestOf(req.GetExtra())
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if method != "initialize" || err != nil || rq == nil || ss == nil || ss.ID() == "" {
+			return res, err
+		}
+		e := rq.entry
+		s := &session{id: ss.ID(), entry: e, ss: ss, lastSeen: time.Now()}
+		h.mu.Lock()
+		if rq.reserved {
+			rq.reserved = false
+			e.opening--
+		}
+		if e.revoked || h.closing {
+			h.mu.Unlock()
+			go ss.Close() // after this answer: Close waits for the session's requests
+			return res, err
+		}
+		s.vouch(rq.v)
+		e.sessions[s.id] = s
+		h.sessions[s.id] = s
+		if h.o.Bell != nil {
+			s.bell = h.o.Bell.Attach(e.ep.ID, s.id, channelSender(ss))
+		}
+		h.mu.Unlock()
+		h.m.Sessions.Inc()
+		return res, err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if s := h.sessions[ss.ID()]; s != nil {
-		return s.entry
+}
+
+// channelSender writes the doorbell's notification on a session (a doorbell.Sender). The SDK
+// sends no notification of an experimental capability by itself: ServerSession.Notify is the
+// one hook added to it (server/third_party/go-sdk/SWITCHBOARD.md). The bell's context is
+// detached from every request, so the message takes the session's GET stream (2025) or its
+// listen stream (2026-07-28).
+func channelSender(ss *mcp.ServerSession) doorbell.Sender {
+	return func(ctx context.Context, p doorbell.Params) error {
+		return ss.Notify(ctx, doorbell.Method, p)
+	}
+}
+
+// entryFor is the endpoint entry of any request the SDK dispatches: its HTTP request's, which
+// for a 2025 session is the session's (the SDK serves a session only to its endpoint's
+// credentials: TokenInfo.UserID).
+func entryFor(extra *mcp.RequestExtra) *endpointEntry {
+	if rq := requestOf(extra); rq != nil {
+		return rq.entry
 	}
 	return nil
 }
@@ -167,12 +218,12 @@ func (h *Handler) forbidOutsideAllowlist(allowed map[string]bool) mcp.Middleware
 			if !ok || allowed[call.Params.Name] || !slices.Contains(Vocabulary, call.Params.Name) {
 				return next(ctx, method, req)
 			}
-			e := h.entryFor(call.Session, call.Extra)
+			e := entryFor(call.Extra)
 			if e == nil {
 				return errorResult(errGone), nil
 			}
 			serr := store.Errorf(store.CodeForbidden, "the verb %s is not in this endpoint's allowlist", call.Params.Name)
-			h.account(h.requestOf(call), e, call.Params.Name, serr, time.Now())
+			h.account(requestOf(call.Extra), e, call.Params.Name, serr, time.Now())
 			return errorResult(serr), nil
 		}
 	}
@@ -184,11 +235,11 @@ func (h *Handler) toolHandler(t *compiledTool) mcp.ToolHandler {
 		start := time.Now()
 		h.m.ToolCallsInFlight.Inc()
 		defer h.m.ToolCallsInFlight.Dec()
-		e := h.entryFor(req.Session, req.Extra)
+		e := entryFor(req.Extra)
 		if e == nil {
 			return errorResult(errGone), nil
 		}
-		rec := h.requestOf(req)
+		rec := requestOf(req.Extra)
 		var out json.RawMessage
 		bs := h.bellOf(req)
 		bs.Called() // a session that calls tools is draining its queue (doorbell again.go)
@@ -236,22 +287,8 @@ func (h *Handler) toolHandler(t *compiledTool) mcp.ToolHandler {
 	}
 }
 
-// requestOf finds the HTTP request of a tool call (nil if unknown).
-func (h *Handler) requestOf(req *mcp.CallToolRequest) *requestLog { return h.recordOf(req.Extra) }
-
-// recordOf finds the HTTP request of any request the SDK dispatches (nil if unknown).
-func (h *Handler) recordOf(extra *mcp.RequestExtra) *requestLog {
-	if extra == nil || extra.Header == nil {
-		return nil
-	}
-	if v, ok := h.calls.Load(extra.Header.Get(callHeader)); ok {
-		return v.(*requestLog)
-	}
-	return nil
-}
-
 // account counts a tool call, logs internal failures, and fills the request log line.
-func (h *Handler) account(rec *requestLog, e *endpointEntry, verb string, serr *store.Error, start time.Time) {
+func (h *Handler) account(rec *request, e *endpointEntry, verb string, serr *store.Error, start time.Time) {
 	code := "ok"
 	if serr != nil {
 		code = serr.Code
@@ -266,167 +303,7 @@ func (h *Handler) account(rec *requestLog, e *endpointEntry, verb string, serr *
 	}
 }
 
-// checkPOST applies the transport's media-type rules (StreamableHTTPHandler does this in the SDK).
-func checkPOST(w http.ResponseWriter, r *http.Request) bool {
-	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-	if !strings.EqualFold(strings.TrimSpace(ct), "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, store.CodeInvalidArgument, "Content-Type must be application/json")
-		return false
-	}
-	if json, stream := accepts(r); !json || !stream {
-		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Accept must include application/json and text/event-stream")
-		return false
-	}
-	return true
-}
-
-func accepts(r *http.Request) (jsonOK, streamOK bool) {
-	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			base, _, _ := strings.Cut(part, ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return
-}
-
-// versionOK refuses an unknown Mcp-Protocol-Version, as the SDK's handler does.
-func versionOK(w http.ResponseWriter, r *http.Request) bool {
-	v := r.Header.Get(versionHeader)
-	if v == "" || v >= newProtocol || slices.Contains(mcp.SupportedProtocolVersions(), v) {
-		return true
-	}
-	unsupportedVersion(w, v)
-	return false
-}
-
-// lookup finds the request's session of endpoint e, recording what the request's credential
-// lookup established (v, nil when the session was trusted).
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified) *session {
-	id := r.Header.Get(sessionHeader)
-	if id == "" {
-		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Mcp-Session-Id header required")
-		return nil
-	}
-	h.mu.Lock()
-	s := e.sessions[id]
-	if s != nil {
-		s.lastSeen = time.Now()
-		s.vouch(v)
-	}
-	h.mu.Unlock()
-	if s == nil {
-		// Unknown here: never created, closed, or created through another endpoint.
-		writeError(w, http.StatusNotFound, store.CodeNotFound, "session not found")
-	}
-	return s
-}
-
-func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, e *endpointEntry, rec *requestLog, v *verified) {
-	if !checkPOST(w, r) || !versionOK(w, r) {
-		return
-	}
-	callID := strconv.FormatUint(h.callSeq.Add(1), 36)
-	r.Header.Set(callHeader, callID)
-	h.calls.Store(callID, rec)
-	defer h.calls.Delete(callID)
-
-	if r.Header.Get(sessionHeader) == "" {
-		if initializeOrRefuse(w, r) {
-			h.newSession(w, r, e, v)
-		}
-		return
-	}
-	if s := h.lookup(w, r, e, v); s != nil {
-		s.transport.ServeHTTP(w, r)
-	}
-}
-
-// newSession starts a session for a POST without a session id (normally initialize).
-func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified) {
-	if pv := r.Header.Get(versionHeader); pv >= newProtocol {
-		refuseNewProtocol(w, r, pv)
-		return
-	}
-	if !h.admitSession(w, e) { // sessionlimit.go
-		return
-	}
-	id := rand.Text()
-	// A tool call is answered as one application/json response rather than a one-event
-	// stream: both sides parse it with less work (see server/third_party/go-sdk/SWITCHBOARD.md).
-	// Notifications (the doorbell) take the standalone GET stream.
-	t := &mcp.StreamableServerTransport{SessionID: id, JSONResponse: true}
-	s := &session{id: id, entry: e, transport: t, lastSeen: time.Now()}
-	ct := &channelTransport{inner: t, stream: &s.stream}
-	ct.onClose = func() { h.dropSession(s) }
-	ss, err := e.srv.Connect(r.Context(), ct, nil)
-	if err != nil {
-		h.log.Error("session connect failed", "endpoint_id", e.ep.ID, "err", err)
-		writeError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")
-		return
-	}
-	s.ss = ss
-	h.mu.Lock()
-	if e.revoked || h.closing {
-		h.mu.Unlock()
-		_ = ss.Close()
-		writeError(w, http.StatusNotFound, store.CodeNotFound, "session not found")
-		return
-	}
-	if e.streams() >= h.o.MaxSessions { // the authoritative check (sessionlimit.go)
-		h.mu.Unlock()
-		_ = ss.Close()
-		h.tooManySessions(w)
-		return
-	}
-	e.sessions[id] = s
-	h.sessions[id] = s
-	s.vouch(v)
-	if h.o.Bell != nil {
-		s.bell = h.o.Bell.Attach(e.ep.ID, id, ct.notify)
-	}
-	h.mu.Unlock()
-	h.m.Sessions.Inc()
-
-	t.ServeHTTP(w, r)
-	if ss.InitializeParams() == nil {
-		_ = ss.Close() // not an initialize, or it failed: nobody can address this session
-	}
-}
-
-// refuseNewProtocol answers a SEP-2575 (sessionless) request such as server/discover with the
-// JSON-RPC error the SDK uses, so clients fall back to initialize without a session being made.
-func refuseNewProtocol(w http.ResponseWriter, r *http.Request, v string) {
-	body, _ := io.ReadAll(r.Body)
-	var id jsonrpc.ID
-	if msg, err := jsonrpc.DecodeMessage(body); err == nil {
-		if req, ok := msg.(*jsonrpc.Request); ok {
-			id = req.ID
-		}
-	}
-	var legacy []string
-	for _, pv := range mcp.SupportedProtocolVersions() {
-		if pv < newProtocol {
-			legacy = append(legacy, pv)
-		}
-	}
-	data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: legacy, Requested: v})
-	out, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
-		Code: mcp.CodeUnsupportedProtocolVersion, Message: "this server is stateful: use initialize", Data: data,
-	}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = w.Write(out)
-}
-
-// dropSession forgets a closed session (called once, when its connection closes).
+// dropSession forgets a closed session.
 func (h *Handler) dropSession(s *session) {
 	h.mu.Lock()
 	e := s.entry
@@ -442,46 +319,27 @@ func (h *Handler) dropSession(s *session) {
 	if s.bell != nil {
 		s.bell.Close()
 	}
-	if es := s.stream.Load(); es != nil {
-		es.close()
-	}
 }
 
-// serveGET serves the session's standalone SSE stream, which carries the doorbell, until the
-// client leaves, the session ends or the credential it was opened with expires.
-func (h *Handler) serveGET(w http.ResponseWriter, r *http.Request, e *endpointEntry, v *verified, expires time.Time) {
-	if _, stream := accepts(r); !stream {
-		writeError(w, http.StatusBadRequest, store.CodeInvalidArgument, "Accept must include text/event-stream")
-		return
+// closeSession ends the session's waiting calls, then closes it and forgets it:
+// ServerSession.Close waits for in-flight calls, and a waiting call would hold it for up to
+// claim_wait_max_seconds. Its GET stream ends with it.
+func (h *Handler) closeSession(s *session) {
+	if s.bell != nil {
+		s.bell.Close()
 	}
-	if !versionOK(w, r) {
-		return
-	}
-	s := h.lookup(w, r, e, v)
-	if s == nil {
-		return
-	}
-	if h.serveStream(w, r, s, expires) {
-		return
-	}
-	// The SDK's stream ends at the expiry too: it has no next request to be refused on, and the
-	// client opens another with its refreshed token.
-	if !expires.IsZero() {
-		ctx, cancel := context.WithDeadline(r.Context(), expires)
-		defer cancel()
-		r = r.WithContext(ctx)
-	}
-	sw := &streamWriter{ResponseWriter: w, onOpen: func() {
-		h.mu.Lock()
-		s.streams++ // an idle session with an open stream is kept
-		h.mu.Unlock()
-		if s.bell != nil {
-			s.bell.StreamOpened() // rings the new stream for the oldest pending todos
-		}
-	}}
-	s.transport.ServeHTTP(sw, r)
-	if sw.opened {
-		h.streamClosed(s)
+	_ = s.ss.Close()
+	h.dropSession(s)
+}
+
+// streamOpened records an accepted GET stream of s: an idle session with an open stream is
+// kept, and the doorbell rings the stream for the oldest pending todos.
+func (h *Handler) streamOpened(s *session) {
+	h.mu.Lock()
+	s.streams++
+	h.mu.Unlock()
+	if s.bell != nil {
+		s.bell.StreamOpened()
 	}
 }
 
@@ -494,51 +352,6 @@ func (h *Handler) streamClosed(s *session) {
 	if s.bell != nil {
 		s.bell.StreamClosed()
 	}
-}
-
-// streamWriter notices when the SDK accepts a GET stream: it writes the 200 header while it
-// holds the stream, so anything written to the session after this point reaches the stream.
-type streamWriter struct {
-	http.ResponseWriter
-	onOpen  func()
-	written bool // header sent
-	opened  bool // header was 200
-}
-
-func (w *streamWriter) WriteHeader(code int) {
-	if w.written {
-		return
-	}
-	w.written = true
-	w.ResponseWriter.WriteHeader(code)
-	if code == http.StatusOK {
-		w.opened = true
-		w.onOpen()
-	}
-}
-
-func (w *streamWriter) Write(b []byte) (int, error) {
-	if !w.written {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *streamWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (h *Handler) serveDELETE(w http.ResponseWriter, r *http.Request, e *endpointEntry) {
-	s := h.lookup(w, r, e, nil)
-	if s == nil {
-		return
-	}
-	h.closeSession(s)
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // sweep closes idle sessions and forgets idle endpoints until Close.

@@ -259,13 +259,6 @@ func (h *Handler) prepareWait(call *Call, req *mcp.CallToolRequest, bs *doorbell
 }
 
 // noSend is the sender of a registration that only waits: it opens no stream, so it is never rung.
-func noSend(context.Context, doorbell.Params) error { return errNotConnected }
+func noSend(context.Context, doorbell.Params) error { return errNoStream }
 
-// closeSession ends the session's waiting calls, then closes it: ServerSession.Close waits for
-// in-flight calls, and a waiting call would hold it for up to claim_wait_max_seconds.
-func (h *Handler) closeSession(s *session) {
-	if s.bell != nil {
-		s.bell.Close()
-	}
-	_ = s.ss.Close()
-}
+var errNoStream = errors.New("no stream to ring")

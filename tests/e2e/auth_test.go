@@ -106,7 +106,8 @@ func TestAuthOtherEndpointPathAndSession(t *testing.T) {
 	for k, v := range mcpHeaders {
 		hdr[k] = v
 	}
-	if resp := rawRequest(t, "POST", e.url(b), b.Cred, []byte(list), hdr); resp.StatusCode != http.StatusNotFound {
+	// The SDK binds a session to the endpoint it was made for (TokenInfo.UserID): 403.
+	if resp := rawRequest(t, "POST", e.url(b), b.Cred, []byte(list), hdr); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("other endpoint's session: %d", resp.StatusCode)
 	}
 	if resp := rawRequest(t, "POST", e.url(a), a.Cred, []byte(list), hdr); resp.StatusCode != http.StatusOK {

@@ -43,8 +43,7 @@ func rawListen(t *testing.T, endpoint, cred string) (net.Conn, *http.Response, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Connection: close marks the hijacked stream: the connection ends with it.
-	if resp.StatusCode != http.StatusOK || fmt.Sprint(resp.TransferEncoding) != "[chunked]" || !resp.Close ||
+	if resp.StatusCode != http.StatusOK || fmt.Sprint(resp.TransferEncoding) != "[chunked]" ||
 		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || resp.Header.Get("Mcp-Session-Id") != "" {
 		t.Fatalf("listen stream: %d %v %v", resp.StatusCode, resp.TransferEncoding, resp.Header)
 	}
@@ -89,12 +88,14 @@ func goroutineDump() string {
 	return string(buf[:runtime.Stack(buf, true)])
 }
 
-// An HTTP/1.1 listen stream is taken out of net/http once its ack is written, as a GET stream
-// is (TestGETStreamOutsideNetHTTP): an idle claude/channel listen keeps one goroutine (the
-// connection's reader; the target is two, a listen with resource subscriptions also parks the
-// SDK's listen handler), it is still rung, and it ends with its connection, giving its
-// goroutines and its place under the session cap back.
-func TestListenStreamOutsideNetHTTP(t *testing.T) {
+// An idle claude/channel listen stream is served by net/http and the SDK (issue 34 gave up the
+// hijacked streams): per stream, net/http's connection goroutine (parked in the handler) and its
+// background read, the SDK session's reader, and the listen's handler parked until the request
+// ends: four (a goroutine profile shows 20 of each for 20 streams; 4.00 each once the doorbell's
+// attach reads are done). It is
+// still rung, and it ends with its connection, giving its goroutines and its place under the
+// session cap back.
+func TestIdleListenStreams(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("idle", []string{"inbox"}, nil)
 	const n = 20
@@ -104,19 +105,19 @@ func TestListenStreamOutsideNetHTTP(t *testing.T) {
 		conns[i], _, _ = rawListen(t, e.url(ep), ep.Cred)
 	}
 	peak := runtime.NumGoroutine()
-	idle := goroutinesAtMost(before + n*3/2) // one each, the connection's reader; two fails
-	if idle <= before+n*3/2 {
+	idle := goroutinesAtMost(before + n*maxListenGoroutines)
+	if idle <= before+n*maxListenGoroutines {
 		idle = quietGoroutines()
 	}
 	per := float64(idle-before) / n
 	t.Logf("%d idle listen streams: %d goroutines before, %d with them (%.2f each; %d just after they opened)", n, before, idle, per, peak)
-	if per > 1.5 {
-		t.Fatalf("%.2f goroutines per idle listen stream, want 1:\n%s", per, goroutineDump())
+	if per > maxListenGoroutines {
+		t.Fatalf("%.2f goroutines per idle listen stream, want at most %d:\n%s", per, maxListenGoroutines, goroutineDump())
 	}
 
 	rung := e.vend("rung", []string{"inbox"}, nil)
 	_, _, rd := rawListen(t, e.url(rung), rung.Cred)
-	id := e.push(rung, "inbox", "over the hijacked listen stream")
+	id := e.push(rung, "inbox", "over the listen stream")
 	m := nextEvent(t, rd, soon)
 	params, _ := m["params"].(map[string]any)
 	meta, _ := params["meta"].(map[string]any)
@@ -127,8 +128,8 @@ func TestListenStreamOutsideNetHTTP(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	// The ringing stream above is still open: its reader, and the ring's work winding down.
-	if left := goroutinesAtMost(before + 4); left > before+4 {
+	// The ringing stream above is still open.
+	if left := goroutinesAtMost(before + maxListenGoroutines); left > before+maxListenGoroutines {
 		t.Fatalf("%d goroutines after the streams ended, %d before them:\n%s", left, before, goroutineDump())
 	}
 	// Their places under the cap are free again: 64 more fit.
@@ -147,10 +148,12 @@ func liveHeap() uint64 {
 	return ms.HeapAlloc
 }
 
-// An idle hijacked listen stream keeps none of net/http's state for its request (not the
-// connection's 4 KiB read and write buffers, not the request or the response), and its
-// session keeps the client's capabilities as encoding/json decodes them, not as the SDK's
-// decoder does (a map sized for 64 entries per JSON object). Measured as the live heap of
+// maxListenGoroutines bounds the goroutines of one idle listen stream (TestIdleListenStreams).
+const maxListenGoroutines = 5
+
+// The live heap of an idle listen stream stays within the budget issue 34 sets for an idle
+// session with its GET stream (64 KiB, docs/benchmarks.md): net/http's connection, request and
+// response, the SDK's stateless session and its decoded _meta. Measured as the live heap of
 // this process (the server's and the test's end of each connection) per stream, over 200
 // streams on 4 endpoints.
 func TestListenStreamHeap(t *testing.T) {
@@ -166,12 +169,10 @@ func TestListenStreamHeap(t *testing.T) {
 	for i := range n {
 		rawListen(t, e.url(eps[i%len(eps)]), eps[i%len(eps)].Cred)
 	}
-	goroutinesAtMost(base + n) // the attach reads and the pool's logins are done
+	goroutinesAtMost(base + n*maxListenGoroutines) // the attach reads and the pool's logins are done
 	kib := (float64(liveHeap()) - float64(heap)) / n / 1024
 	t.Logf("%d idle listen streams: live heap %.1f KiB each", n, kib)
-	// 8.0-9.3 KiB each in four runs; 13.3-15.1 with the SDK's capabilities, 23.0-25.3 with
-	// net/http's response kept as well.
-	if kib > 12 {
-		t.Fatalf("%.1f KiB of live heap per idle listen stream, want at most 12", kib)
+	if kib > 64 {
+		t.Fatalf("%.1f KiB of live heap per idle listen stream, want at most 64", kib)
 	}
 }

@@ -143,7 +143,7 @@ func TestHostileTable(t *testing.T) {
 				tool(k+" nested 65 deep", tl, with(b, k, deep(65)), bad)
 			case 'j':
 				tool(k+" nested 65 deep", tl, with(b, k, deep(65)), bad)
-				cases = append(cases, hostileCase{name: tl + ": " + k + " nested 1001 deep (the SDK refuses the message)", status: 400, codes: []string{""},
+				cases = append(cases, hostileCase{name: tl + ": " + k + " nested 1001 deep (the SDK refuses the message)", status: 400, codes: []string{bad},
 					send: func() answer { return s.call(tl, with(b, k, deep(1001))) }})
 				tool(k+" 1e400", tl, with(b, k, `{"n":1e400}`), bad)
 				tool(k+" -1e400", tl, with(b, k, `[-1e400]`), bad)
@@ -166,17 +166,19 @@ func TestHostileTable(t *testing.T) {
 		}
 		return h
 	}
+	// A message the SDK refuses before JSON-RPC (it does not parse, or names no method it has)
+	// gets the SDK's plain-text 400, which Switchboard answers in its own JSON error shape.
 	rpc := func(name, body string, status int, codes ...string) {
 		cases = append(cases, hostileCase{name: "mcp: " + name, status: status, codes: codes,
 			send: func() answer { return p.do("POST", mcpURL, []byte(body), auth(nil), nil) }})
 	}
-	rpc("not JSON", `{"jsonrpc":`, 400, "", "jsonrpc:-32700")
+	rpc("not JSON", `{"jsonrpc":`, 400, bad, "jsonrpc:-32700")
 	rpc("message nested 10000 deep", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_todos","arguments":{"a":`+deep(10000)+`}}}`,
-		400, "")
+		400, bad)
 	rpc("unknown tool", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"drop_tables","arguments":{}}}`, 200, "jsonrpc:-32602", "not_found")
 	rpc("tool name with NUL", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list\u0000todos","arguments":{}}}`, 200, "jsonrpc:-32602", "not_found")
-	rpc("unknown method", `{"jsonrpc":"2.0","id":1,"method":"x/y","params":{}}`, 400, "")
-	rpc("id 1e400", `{"jsonrpc":"2.0","id":1e400,"method":"tools/list"}`, 400, "", "jsonrpc:-32700", "jsonrpc:-32600")
+	rpc("unknown method", `{"jsonrpc":"2.0","id":1,"method":"x/y","params":{}}`, 400, bad)
+	rpc("id 1e400", `{"jsonrpc":"2.0","id":1e400,"method":"tools/list"}`, 400, bad, "jsonrpc:-32700", "jsonrpc:-32600")
 	rpc("duplicate keys", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_todo","arguments":{"id":"a","id":"`+nobody+`"}}}`,
 		200, "not_found", bad, "jsonrpc:-32700", "jsonrpc:-32600")
 	rpc("arguments 1e400", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_todos","arguments":1e400}}`, 200, bad, "jsonrpc:-32602", "jsonrpc:-32700")
