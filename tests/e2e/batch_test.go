@@ -101,24 +101,9 @@ func TestBatchTools(t *testing.T) {
 	if len(drained.Todos) != 2 {
 		t.Fatalf("drain: %+v", drained)
 	}
-	done := make(chan batchClaim, 1)
-	go func() {
-		var w batchClaim
-		if err := c.CallInto(ctxT(t), "claim_next", map[string]any{"max": 10, "wait_seconds": 20}, &w); err != nil {
-			t.Error(err)
-		}
-		done <- w
-	}()
-	time.Sleep(500 * time.Millisecond)
-	id := e.push(ep, "inbox", "while waiting")
-	select {
-	case w := <-done:
-		if len(w.Todos) != 1 || w.Todos[0].ID != id {
-			t.Fatalf("waiting batch: %+v", w)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a waiting batch claim did not return with the todo pushed during its wait")
-	}
+	e.waitingBatchTakesPush(t, ep, func(w *batchClaim) error {
+		return c.CallInto(ctxT(t), "claim_next", map[string]any{"max": 10, "wait_seconds": 20}, w)
+	})
 }
 
 // The same verbs as 2026-07-28 calls: no session, the same answers.
@@ -157,22 +142,31 @@ func TestBatchToolsModern(t *testing.T) {
 	}
 
 	// A 2026-07-28 call waits too (its own doorbell registration).
+	e.waitingBatchTakesPush(t, ep, func(w *batchClaim) error {
+		return modern("claim_next", map[string]any{"max": 5, "wait_seconds": 20}, w)
+	})
+}
+
+// waitingBatchTakesPush runs claim (a batch claim_next that waits) on a goroutine and checks that
+// it answers with the one todo pushed once the server counts it waiting.
+func (e *env) waitingBatchTakesPush(t *testing.T, ep endpoint, claim func(*batchClaim) error) {
+	t.Helper()
 	done := make(chan batchClaim, 1)
 	go func() {
 		var w batchClaim
-		if err := modern("claim_next", map[string]any{"max": 5, "wait_seconds": 20}, &w); err != nil {
+		if err := claim(&w); err != nil {
 			t.Error(err)
 		}
 		done <- w
 	}()
-	time.Sleep(500 * time.Millisecond)
+	e.waitingAt(t, 1)
 	id := e.push(ep, "inbox", "while waiting")
 	select {
 	case w := <-done:
 		if len(w.Todos) != 1 || w.Todos[0].ID != id {
 			t.Fatalf("waiting batch: %+v", w)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a waiting 2026-07-28 batch claim did not return with the todo pushed during its wait")
+	case <-time.After(soon):
+		t.Fatal("a waiting batch claim did not return with the todo pushed during its wait")
 	}
 }

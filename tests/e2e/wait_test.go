@@ -33,7 +33,7 @@ func (in *instance) waiting(t *testing.T) float64 {
 // waitingAt waits until n calls wait on the server.
 func (in *instance) waitingAt(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, 5*time.Second, fmt.Sprintf("%d waiting calls", n), func() bool { return in.waiting(t) == float64(n) })
+	eventually(t, soon, fmt.Sprintf("%d waiting calls", n), func() bool { return in.waiting(t) == float64(n) })
 }
 
 func TestClaimWaitReturnsTodoPushedDuringTheWait(t *testing.T) {
