@@ -81,13 +81,9 @@ func runTodoPush(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer conn.Close()
-	// A todo outside the endpoint's granted queues could never be listed or claimed: refuse it.
-	endpointID, granted, err := conn.EndpointQueues(ctx, *endpoint)
+	endpointID, err := grantedQueue(ctx, conn, *endpoint, *queue)
 	if err != nil {
 		return err
-	}
-	if !slices.Contains(granted, *queue) {
-		return usagef("queue %q is not granted to the endpoint (granted: %s)", *queue, strings.Join(granted, ","))
 	}
 	id, created, err := conn.CreateTodo(ctx, endpointID, *queue, *title, payloadArg, keyArg)
 	if err != nil {
@@ -272,4 +268,17 @@ func operator() string {
 		name = "unknown"
 	}
 	return "operator:" + name
+}
+
+// grantedQueue is the id of the endpoint (an id or slug) when queue is one of its granted
+// queues: a todo outside them could never be listed or claimed, so push refuses it.
+func grantedQueue(ctx context.Context, conn *store.Operator, endpoint, queue string) (string, error) {
+	endpointID, granted, err := conn.EndpointQueues(ctx, endpoint)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(granted, queue) {
+		return "", usagef("queue %q is not granted to the endpoint (granted: %s)", queue, strings.Join(granted, ","))
+	}
+	return endpointID, nil
 }

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strings"
 
 	"switchboard/server/safejson"
 )
@@ -49,12 +47,9 @@ func runTodoPushFile(ctx context.Context, c *cli, endpoint, queue, path string) 
 		return err
 	}
 	defer conn.Close()
-	endpointID, granted, err := conn.EndpointQueues(ctx, endpoint)
+	endpointID, err := grantedQueue(ctx, conn, endpoint, queue)
 	if err != nil {
 		return err
-	}
-	if !slices.Contains(granted, queue) {
-		return usagef("queue %q is not granted to the endpoint (granted: %s)", queue, strings.Join(granted, ","))
 	}
 	out := struct {
 		Created int      `json:"created"`
