@@ -558,33 +558,8 @@ func procStat(pid int) ([]string, error) {
 	return f, nil
 }
 
-// clusterCPU is the CPU time of one PostgreSQL cluster: its postmaster (with its exited
-// children) and the processes it forked, the other clusters on this machine left out.
-func clusterCPU(postmaster int) time.Duration {
-	ticks := func(f []string, fields ...int) int64 {
-		var n int64
-		for _, i := range fields {
-			v, _ := strconv.ParseInt(f[i], 10, 64)
-			n += v
-		}
-		return n
-	}
-	var total int64
-	if f, err := procStat(postmaster); err == nil {
-		total += ticks(f, 11, 12, 13, 14) // utime stime cutime cstime
-	}
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if f, err := procStat(pid); err == nil && f[1] == strconv.Itoa(postmaster) {
-			total += ticks(f, 11, 12)
-		}
-	}
-	return time.Duration(total) * time.Second / 100 // USER_HZ
-}
+// clusterCPU is the CPU time of one PostgreSQL cluster (mcpbench.ClusterCPU).
+func clusterCPU(postmaster int) time.Duration { return mcpbench.ClusterCPU(postmaster) }
 
 // vendMany is mcpbench.Vend n times over one connection (a connection each is slow at 1,000).
 func vendMany(ctx context.Context, c *pgx.Conn, n int, base string) ([]mcpbench.Endpoint, error) {

@@ -1,13 +1,15 @@
-// The pgcost section's peer: Graphile Worker draining no-op jobs, unbatched (its defaults: each
-// job fetched and completed on its own), at the concurrency asked for, in the database given.
-//   node drain.mjs <database url> <jobs to prefill> <concurrency> <warm-up ms> <measured ms>
+// The bench's peer: Graphile Worker draining no-op jobs at the concurrency asked for, in the
+// database given. Unbatched by default (each job fetched and completed on its own); with a batch
+// size, batched as its performance guide advises: a local queue of that many jobs fetched and
+// locked at once, and completions batched (completeJobBatchDelay 0: those of the same tick).
+//   node drain.mjs <database url> <jobs to prefill> <concurrency> <warm-up ms> <measured ms> [batch size]
 // Prints {"phase": "measure"} when the measured window starts, then, as it ends (before the
 // runner stops), {"jobs": <completed in the window>, "seconds": <window>}: the bench reads the
 // cluster's CPU at each line.
 import pg from "pg";
 import { Logger, run, runMigrations } from "graphile-worker";
 
-const [url, prefill, concurrency, warmupMs, measureMs] = process.argv.slice(2);
+const [url, prefill, concurrency, warmupMs, measureMs, batch = "0"] = process.argv.slice(2);
 const connectionString = url;
 
 await runMigrations({ connectionString, logger: quiet() });
@@ -34,6 +36,9 @@ const runner = await run({
   pollInterval: 1000,
   logger: quiet(),
   taskList: { noop: async () => {} },
+  ...(Number(batch) > 1 && {
+    preset: { worker: { localQueue: { size: Number(batch) }, completeJobBatchDelay: 0 } },
+  }),
 });
 runner.events.on("job:success", () => { done++; });
 

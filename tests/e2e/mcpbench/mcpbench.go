@@ -162,15 +162,27 @@ func (r Result) String() string {
 	return s
 }
 
-// Mode is how MCP workers drain.
-type Mode int
+// Mode is how MCP workers drain: ClaimThenComplete, CompleteWithNext or Batch(n).
+type Mode struct {
+	next bool // complete with next
+	max  int  // > 0: claim_next {max}, then one complete {items}
+}
 
-const (
+var (
 	// ClaimThenComplete: claim_next, then complete — two tool calls per todo.
-	ClaimThenComplete Mode = iota
+	ClaimThenComplete = Mode{}
 	// CompleteWithNext: complete with next — one tool call per todo.
-	CompleteWithNext
+	CompleteWithNext = Mode{next: true}
 )
+
+// Batch: claim_next {max: n}, then one complete {items} for the todos it got — two tool calls
+// per batch (issue 37).
+func Batch(n int) Mode { return Mode{max: n} }
+
+// Postmaster, when set, is the PostgreSQL cluster whose CPU the drives count (PGCPU): its
+// postmaster and the processes it forked. 0: every process named postgres on this machine,
+// which on a shared machine counts the other clusters too.
+var Postmaster int
 
 // cpuMeter samples this process, the server process and postgres.
 type cpuMeter struct {
@@ -185,7 +197,7 @@ func startMeter(serverPID int) *cpuMeter {
 	m := &cpuMeter{serverPID: serverPID, start: time.Now()}
 	m.self = SelfCPU()
 	m.srv, _ = ProcessCPU(serverPID)
-	m.pg = PostgresCPU()
+	m.pg = pgCPU()
 	return m
 }
 
@@ -197,7 +209,14 @@ func (m *cpuMeter) stop(r *Result) {
 			r.ServerCPU = s - m.srv
 		}
 	}
-	r.PGCPU = PostgresCPU() - m.pg
+	r.PGCPU = pgCPU() - m.pg
+}
+
+func pgCPU() time.Duration {
+	if Postmaster > 0 {
+		return ClusterCPU(Postmaster)
+	}
+	return PostgresCPU()
 }
 
 // DriveMCP runs sessions workers for d and counts finished todos. serverPID (0: unknown)
@@ -262,9 +281,13 @@ type claimOut struct {
 }
 
 func mcpWorker(ctx context.Context, c *agentclient.Client, mode Mode, cycles, calls, errs *atomic.Int64) {
+	if mode.max > 0 {
+		batchWorker(ctx, c, mode.max, cycles, calls, errs)
+		return
+	}
 	var held string
 	for ctx.Err() == nil {
-		if held == "" || mode == ClaimThenComplete {
+		if held == "" || !mode.next {
 			var cl claimOut
 			err := c.CallInto(ctx, "claim_next", nil, &cl)
 			calls.Add(1)
@@ -280,7 +303,7 @@ func mcpWorker(ctx context.Context, c *agentclient.Client, mode Mode, cycles, ca
 			held = cl.Todo.ID
 		}
 		args := map[string]any{"id": held, "result": map[string]any{"ok": true}}
-		if mode == CompleteWithNext {
+		if mode.next {
 			args["next"] = map[string]any{}
 		}
 		var out struct {
@@ -298,6 +321,58 @@ func mcpWorker(ctx context.Context, c *agentclient.Client, mode Mode, cycles, ca
 		cycles.Add(1)
 		if out.Next != nil && !out.Next.Empty {
 			held = out.Next.Todo.ID
+		}
+	}
+}
+
+// batchWorker claims up to max todos a call and completes them with one call; cycles counts
+// the todos completed.
+func batchWorker(ctx context.Context, c *agentclient.Client, max int, cycles, calls, errs *atomic.Int64) {
+	type item struct {
+		ID     string         `json:"id"`
+		Result map[string]any `json:"result"`
+	}
+	for ctx.Err() == nil {
+		var cl struct {
+			Empty bool `json:"empty"`
+			Todos []struct {
+				ID string `json:"id"`
+			} `json:"todos"`
+		}
+		err := c.CallInto(ctx, "claim_next", map[string]any{"max": max}, &cl)
+		calls.Add(1)
+		if err != nil {
+			if ctx.Err() == nil {
+				errs.Add(1)
+			}
+			continue
+		}
+		if cl.Empty || len(cl.Todos) == 0 {
+			return
+		}
+		items := make([]item, len(cl.Todos))
+		for i, t := range cl.Todos {
+			items[i] = item{ID: t.ID, Result: map[string]any{"ok": true}}
+		}
+		var out struct {
+			Results []struct {
+				OK bool `json:"ok"`
+			} `json:"results"`
+		}
+		// The batch is finished even when the drive's time is up: its todos were counted as
+		// claimed, and a drive that left them held would leave the next one a backlog of leases.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		err = c.CallInto(fctx, "complete", map[string]any{"items": items}, &out)
+		cancel()
+		calls.Add(1)
+		if err != nil {
+			errs.Add(1)
+			continue
+		}
+		for _, r := range out.Results {
+			if r.OK {
+				cycles.Add(1)
+			}
 		}
 	}
 }
@@ -531,6 +606,39 @@ func PostgresCPU() time.Duration {
 		total += time.Duration(sum) * time.Second / 100
 	}
 	return total
+}
+
+// ClusterCPU is the CPU time of one PostgreSQL cluster: its postmaster (with its exited
+// children) and the processes it forked, the other clusters on this machine left out.
+func ClusterCPU(postmaster int) time.Duration {
+	ticks := func(pid int, fields ...int) (n int64, parent string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, ""
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 15 {
+			return 0, ""
+		}
+		for _, i := range fields {
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			n += v
+		}
+		return n, f[1]
+	}
+	total, _ := ticks(postmaster, 11, 12, 13, 14) // utime stime cutime cstime
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if n, parent := ticks(pid, 11, 12); parent == strconv.Itoa(postmaster) {
+			total += n
+		}
+	}
+	return time.Duration(total) * time.Second / 100 // USER_HZ
 }
 
 // Server is a running Switchboard server.
