@@ -5,8 +5,7 @@ package main
 // inside the functions too) and track_functions = pl on:
 //
 //   claim   claim_next + complete through pgx at 16 workers, beside the hand-written SKIP LOCKED
-//           claim + complete on bench_bare (the claim section's baseline); and the batches,
-//           claim_next_many (10) + complete_many, per todo (issue 37)
+//           claim + complete on bench_bare (the claim section's baseline: the floor)
 //   ingest  switchboard.ingest of a 1 KiB github delivery to one target, called as the receiver
 //           calls it, at 32 senders; beside a bare INSERT of the same row into bench_bare, and
 //           the same INSERT with a pg_notify in its transaction, at 16; and the same ingest with
@@ -15,7 +14,8 @@ package main
 //
 // For each: operations per second, PostgreSQL CPU per operation (every process of this cluster,
 // from /proc), the top statements by total execution time (mean ms and calls per operation) and
-// each function's self time per call. Sessions are opened for each run and closed after it, so
+// each function's self time per call. The bare rows are the floor, not a target (issue 37 retired
+// the targets against them; the peer section compares with Graphile Worker). Sessions are opened for each run and closed after it, so
 // every backend has flushed its function statistics when they are read.
 
 import (
@@ -28,7 +28,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,7 +36,7 @@ import (
 
 func init() {
 	register(Section{Name: "pgcost", Order: 22, Run: pgcostSection,
-		Doc: "PostgreSQL CPU, top statements (pg_stat_statements) and function self time per claim_next+complete and per delivery, beside the bare SQL of the same rows; Graphile Worker as the peer"})
+		Doc: "PostgreSQL CPU, top statements (pg_stat_statements) and function self time per claim_next+complete and per delivery, beside the bare SQL of the same rows"})
 }
 
 // The doorbell signal before issue 27, for the comparison in the same run: every ringing
@@ -65,6 +64,11 @@ END
 $fn$`
 
 const pgcostTop = 6 // statements shown per path
+
+// ingestToday is ingest's PostgreSQL CPU per delivery against the bare insert + pg_notify of the
+// same run, at its highest in issue 27's last runs (2.9-3.5x, docs/benchmarks.md): issue 37 asks
+// that ingest be no slower than that (at most 1.1x).
+const ingestToday = 3.5
 
 type stmtStat struct {
 	query       string
@@ -284,15 +288,12 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 	// --- claim_next + complete -----------------------------------------------------------------
 	fnOp := cycleOp(ep)
 	bareOp, fullOp := handOp("bench_bare", ep), handOp("bench_full", ep)
-	const batchSize = 10
-	var batchTodos atomic.Int64 // todos the batch path finished, every round, warm-up included
-	batchOp := batchCycleOp(ep, batchSize, &batchTodos)
 	const claimWorkers = 16
 	claim := map[string]pathCost{}
 	for round := 0; round < b.Cfg.Rounds; round++ {
-		order := []string{"fn", "batch", "bare", "full"}
+		order := []string{"fn", "bare", "full"}
 		if round%2 == 1 {
-			order = []string{"full", "bare", "batch", "fn"}
+			order = []string{"full", "bare", "fn"}
 		}
 		for _, v := range order {
 			table, op := "switchboard.todos", fnOp
@@ -301,8 +302,6 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 				table, op = "bench_bare", bareOp
 			case "full":
 				table, op = "bench_full", fullOp
-			case "batch":
-				op = batchOp
 			}
 			if err := prepare(table, need); err != nil {
 				return nil, err
@@ -314,20 +313,6 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 			b.Logf("pgcost claim %-4s round %d: %.0f/s, PG CPU %.3f ms/op", v, round, p.res.Rate(), p.perOp(p.cpu))
 			claim[v] = keepRun(claim[v], p)
 		}
-	}
-
-	// --- the peer: Graphile Worker, unbatched, at the same concurrency --------------------------
-	var backend int
-	if err := admin.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		return nil, err
-	}
-	postmaster, err := parentPID(backend)
-	if err != nil {
-		return nil, err
-	}
-	peer, peerCPU, peerNote, err := runPeer(ctx, b, claimWorkers, need, postmaster)
-	if err != nil {
-		return nil, fmt.Errorf("pgcost peer: %w", err)
 	}
 
 	// --- ingest ---------------------------------------------------------------------------------
@@ -407,34 +392,19 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 
 	// --- rows -----------------------------------------------------------------------------------
 	const sec = "pgcost"
-	fn, bare, full, batch := claim["fn"], claim["bare"], claim["full"], claim["batch"]
+	fn, bare, full := claim["fn"], claim["bare"], claim["full"]
 	cpuFn, cpuBare, cpuFull := fn.perOp(fn.cpu), bare.perOp(bare.cpu), full.perOp(full.cpu)
-	cpuBatch := float64(batch.cpu.Microseconds()) / 1000 / float64(max(batchTodos.Load(), 1))
-	batchRate := batch.res.Rate() * float64(batchTodos.Load()) / float64(max(batch.res.Total, 1)) // todos/s
 	fullClaim := full.stmtMean("UPDATE bench_full SET state = $2, owner")
 	claimNext, bareClaim := fn.funcTotal("claim_next"), bare.stmtMean("UPDATE bench_bare SET state = $2, owner")
 	complete, bareDone := fn.funcTotal("complete"), bare.stmtMean("UPDATE bench_bare SET state = $2, completed_at")
 	rows := []Row{
 		{Section: sec, Name: "PostgreSQL CPU per claim_next+complete, 16 workers (pgx)", Value: cpuFn, Unit: "ms",
-			Baseline: cpuBare, Ratio: Ratio(cpuBare, cpuFn), Target: "<= 1.5 x bare", Pass: func() *bool { p := cpuFn <= 1.5*cpuBare; return &p }(),
-			BaseName: "the hand-written SKIP LOCKED claim + complete on bench_bare, same workers"},
-		{Section: sec, Name: fmt.Sprintf("PostgreSQL CPU per todo, claim_next_many(%d)+complete_many, 16 workers (pgx)", batchSize),
-			Value: cpuBatch, Unit: "ms", Baseline: cpuFn, Ratio: Ratio(cpuFn, cpuBatch),
-			BaseName: "claim_next+complete one at a time, same workers",
-			Note: fmt.Sprintf("%.0f todos/s (%.1f per batch); bare pair %.3f ms", batchRate,
-				float64(batchTodos.Load())/float64(max(batch.res.Total, 1)), cpuBare)},
-		{Section: sec, Name: "  Graphile Worker 0.18.0, unbatched, 16: PostgreSQL CPU per job", Value: peerCPU, Unit: "ms",
-			Baseline: cpuFn, Ratio: Ratio(cpuFn, peerCPU), BaseName: "claim_next+complete one at a time, same workers",
-			Note: fmt.Sprintf("claim_next+complete = %.2fx of it; claim_next_many(%d)+complete_many = %.2fx of it",
-				Ratio(cpuFn, peerCPU), batchSize, Ratio(cpuBatch, peerCPU))},
+			Baseline: cpuBare, Ratio: Ratio(cpuBare, cpuFn),
+			BaseName: "the hand-written SKIP LOCKED claim + complete on bench_bare, same workers (the floor)"},
 		{Section: sec, Name: "claim_next+complete cycles/s, 16 workers (pgx)", Value: fn.res.Rate(), Unit: "cycles/s",
-			Baseline: bare.res.Rate(), Ratio: Ratio(fn.res.Rate(), bare.res.Rate()), Target: ">= 0.90 x bare",
-			Pass: AtLeast(Ratio(fn.res.Rate(), bare.res.Rate()), 0.9)},
-		{Section: sec, Name: "  Graphile Worker 0.18.0, unbatched, 16 (its own database)", Value: peer, Unit: "jobs/s",
-			Baseline: bare.res.Rate(), Ratio: Ratio(peer, bare.res.Rate()), Note: peerNote},
+			Baseline: bare.res.Rate(), Ratio: Ratio(fn.res.Rate(), bare.res.Rate())},
 		{Section: sec, Name: "claim_next mean exec (track_functions total)", Value: claimNext, Unit: "ms",
-			Baseline: bareClaim, Ratio: Ratio(bareClaim, claimNext), Target: "<= 2 x bare claim UPDATE",
-			Pass: func() *bool { p := claimNext <= 2*bareClaim; return &p }()},
+			Baseline: bareClaim, Ratio: Ratio(bareClaim, claimNext)},
 		{Section: sec, Name: "complete mean exec (track_functions total)", Value: complete, Unit: "ms",
 			Baseline: bareDone, Ratio: Ratio(bareDone, complete)},
 		{Section: sec, Name: "  the hand-written pair on bench_full: PostgreSQL CPU per cycle", Value: cpuFull, Unit: "ms",
@@ -448,7 +418,6 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 			Note: fmt.Sprintf("claim_next = %.2fx of it", Ratio(claimNext, fullClaim))},
 	}
 	rows = append(rows, detailRows(sec, "fn", fn)...)
-	rows = append(rows, detailRows(sec, "batch", batch)...)
 	rows = append(rows, detailRows(sec, "bare", bare)...)
 	rows = append(rows, detailRows(sec, "full", full)...)
 
@@ -457,12 +426,12 @@ func pgcostSection(ctx context.Context, b *Bench) ([]Row, error) {
 	cpuIn, cpuBi, cpuBn := in.perOp(in.cpu), bi.perOp(bi.cpu), bn.perOp(bn.cpu)
 	rows = append(rows,
 		Row{Section: sec, Name: "PostgreSQL CPU per 1 KiB one-target delivery (ingest, 32)", Value: cpuIn, Unit: "ms",
-			Baseline: cpuBn, Ratio: Ratio(cpuBn, cpuIn), Target: "<= 2 x bare+notify", Pass: func() *bool { p := cpuIn <= 2*cpuBn; return &p }(),
+			Baseline: cpuBn, Ratio: Ratio(cpuBn, cpuIn), Target: "<= 1.1 x today", Pass: func() *bool { p := cpuIn <= ingestToday*1.1*cpuBn; return &p }(),
 			BaseName: "the same event and todo rows INSERTed into bench_bare_events + bench_bare with pg_notify in the transaction, 16 sessions",
-			Note:     fmt.Sprintf("bare INSERTs without pg_notify: %.3f ms (ingest = %.1fx)", cpuBi, Ratio(cpuIn, cpuBi))},
+			Note: fmt.Sprintf("%.2fx bare+notify (today: %.1fx, issue 27's last runs; a same-run ratio, so the load cancels out); bare INSERTs without pg_notify: %.3f ms (ingest = %.1fx)",
+				Ratio(cpuIn, cpuBn), ingestToday, cpuBi, Ratio(cpuIn, cpuBi))},
 		Row{Section: sec, Name: "ingest deliveries/s, 32 sessions (SQL)", Value: in.res.Rate(), Unit: "/s",
-			Baseline: bn.res.Rate(), Ratio: Ratio(in.res.Rate(), bn.res.Rate()), Target: ">= 0.80 x bare+notify",
-			Pass: AtLeast(Ratio(in.res.Rate(), bn.res.Rate()), 0.8),
+			Baseline: bn.res.Rate(), Ratio: Ratio(in.res.Rate(), bn.res.Rate()),
 			Note: fmt.Sprintf("bare INSERTs without pg_notify at 16: %.0f/s", bi.res.Rate())},
 		Row{Section: sec, Name: "  bare insert + pg_notify per tx, 16", Value: bn.res.Rate(), Unit: "/s",
 			Baseline: bi.res.Rate(), Ratio: Ratio(bn.res.Rate(), bi.res.Rate()), BaseName: "the same INSERTs without pg_notify"},
@@ -525,63 +494,54 @@ func fillInbox(ctx context.Context, c *pgx.Conn, table string, ep pgtype.UUID, n
 // with npm ci, the Node 22 it needs included.
 const peerDir = "tests/bench/peer"
 
-// runPeer drains no-op Graphile Worker jobs at n workers in a database of its own (b.NewDB: the
-// worker installs its schema there), one measured window per round, and returns jobs/s and the
-// PostgreSQL CPU per job (the cluster of postmaster, over the measured windows only: not the
-// schema install or the prefill). Without the installed package it returns 0 and says so.
-func runPeer(ctx context.Context, b *Bench, n, prefill, postmaster int) (rate, cpuPerJob float64, note string, err error) {
+// runPeerOnce drains no-op Graphile Worker jobs at n workers in a database of its own (b.NewDB:
+// the worker installs its schema there), batched when batch > 1 (drain.mjs), for one measured
+// window, and returns the jobs done in it, its length and the PostgreSQL CPU over it (the
+// cluster of postmaster: not the schema install or the prefill).
+func runPeerOnce(ctx context.Context, b *Bench, n, prefill, postmaster, batch int) (jobs, secs float64, cpu time.Duration, err error) {
 	node := peerDir + "/node_modules/.bin/node"
 	if _, err := os.Stat(node); err != nil {
-		return 0, 0, "not installed: npm ci --prefix " + peerDir + " (make bench does it)", nil
+		return 0, 0, 0, errors.New("the peer is not installed: npm ci --prefix " + peerDir + " (make bench does it)")
 	}
-	var jobs, secs float64
-	var cpu time.Duration
-	for round := 0; round < b.Cfg.Rounds; round++ {
-		url, err := b.NewDB(ctx)
-		if err != nil {
-			return 0, 0, "", err
-		}
-		cmd := exec.CommandContext(ctx, node, peerDir+"/drain.mjs", url, strconv.Itoa(prefill), strconv.Itoa(n),
-			strconv.FormatInt(b.Cfg.Warmup.Milliseconds(), 10), strconv.FormatInt(b.Cfg.Duration.Milliseconds(), 10))
-		cmd.Stderr = os.Stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return 0, 0, "", err
-		}
-		if err := cmd.Start(); err != nil {
-			return 0, 0, "", fmt.Errorf("drain.mjs: %w", err)
-		}
-		var r struct {
-			Phase   string  `json:"phase"`
-			Jobs    float64 `json:"jobs"`
-			Seconds float64 `json:"seconds"`
-		}
-		var cpu0, cpu1 time.Duration
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				_ = cmd.Wait()
-				return 0, 0, "", fmt.Errorf("drain.mjs answered %q: %w", sc.Text(), err)
-			}
-			if r.Phase == "measure" {
-				cpu0 = clusterCPU(postmaster)
-				r.Phase = ""
-			} else if r.Seconds > 0 && cpu1 == 0 {
-				cpu1 = clusterCPU(postmaster)
-			}
-		}
-		if err := cmd.Wait(); err != nil {
-			return 0, 0, "", fmt.Errorf("drain.mjs: %w", err)
-		}
-		if cpu0 == 0 || cpu1 == 0 {
-			return 0, 0, "", errors.New("drain.mjs did not report its measured window")
-		}
-		b.Logf("pgcost peer round %d: %.0f jobs/s, PG CPU %.3f ms/job", round, r.Jobs/r.Seconds,
-			float64((cpu1-cpu0).Microseconds())/1000/max(r.Jobs, 1))
-		jobs += r.Jobs
-		secs += r.Seconds
-		cpu += cpu1 - cpu0
+	url, err := b.NewDB(ctx)
+	if err != nil {
+		return 0, 0, 0, err
 	}
-	cpuPerJob = float64(cpu.Microseconds()) / 1000 / max(jobs, 1)
-	return Ratio(jobs, secs), cpuPerJob, fmt.Sprintf("%s (node drain.mjs): concurrency %d, its defaults otherwise (no local queue, no batched completion), %d jobs queued first; PostgreSQL CPU %.3f ms per job over its measured windows", peerDir, n, prefill, cpuPerJob), nil
+	cmd := exec.CommandContext(ctx, node, peerDir+"/drain.mjs", url, strconv.Itoa(prefill), strconv.Itoa(n),
+		strconv.FormatInt(b.Cfg.Warmup.Milliseconds(), 10), strconv.FormatInt(b.Cfg.Duration.Milliseconds(), 10),
+		strconv.Itoa(batch))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, fmt.Errorf("drain.mjs: %w", err)
+	}
+	var r struct {
+		Phase   string  `json:"phase"`
+		Jobs    float64 `json:"jobs"`
+		Seconds float64 `json:"seconds"`
+	}
+	var cpu0, cpu1 time.Duration
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			_ = cmd.Wait()
+			return 0, 0, 0, fmt.Errorf("drain.mjs answered %q: %w", sc.Text(), err)
+		}
+		if r.Phase == "measure" {
+			cpu0 = clusterCPU(postmaster)
+			r.Phase = ""
+		} else if r.Seconds > 0 && cpu1 == 0 {
+			cpu1 = clusterCPU(postmaster)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return 0, 0, 0, fmt.Errorf("drain.mjs: %w", err)
+	}
+	if cpu0 == 0 || cpu1 == 0 {
+		return 0, 0, 0, errors.New("drain.mjs did not report its measured window")
+	}
+	return r.Jobs, r.Seconds, cpu1 - cpu0, nil
 }
