@@ -27,6 +27,13 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The drives count this cluster's PostgreSQL CPU, not every postgres process on the machine.
+	postmaster, err := clusterOf(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	mcpbench.Postmaster = postmaster
+	defer func() { mcpbench.Postmaster = 0 }()
 	dir, err := os.MkdirTemp("", "switchboard-bench")
 	if err != nil {
 		return nil, err

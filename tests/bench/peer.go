@@ -62,11 +62,7 @@ func peerSection(ctx context.Context, b *Bench) ([]Row, error) {
 	if _, err := admin.Exec(ctx, bareDDL); err != nil {
 		return nil, err
 	}
-	var backend int
-	if err := admin.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		return nil, err
-	}
-	postmaster, err := parentPID(backend)
+	postmaster, err := clusterOf(ctx, dbURL)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +220,20 @@ func peerSection(ctx context.Context, b *Bench) ([]Row, error) {
 			Baseline: peerRate, Ratio: Ratio(rate("graphile batched"), peerRate)},
 	}
 	return rows, nil
+}
+
+// clusterOf is the postmaster of the cluster serving url (for clusterCPU).
+func clusterOf(ctx context.Context, url string) (int, error) {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(ctx)
+	var backend int
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return 0, err
+	}
+	return parentPID(backend)
 }
 
 // graphilePath is one Graphile Worker drain at peerWorkers (batch > 1: batched), in a database of
