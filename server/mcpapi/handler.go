@@ -90,7 +90,7 @@ type Handler struct {
 
 	mu       sync.Mutex
 	entries  map[string]*endpointEntry     // by endpoint id
-	servers  map[string]*mcp.Server        // by allowlist (see serverFor)
+	servers  map[string]*allowlist         // by its verbs (see serverFor)
 	sessions map[string]*session           // every live 2025 session, by id
 	revoked  map[string]time.Time          // endpoints revoked while this process ran (see acquire)
 	creds    map[string]trustedCred        // credential hash → what the database confirmed (modern.go)
@@ -139,7 +139,7 @@ func New(o Options) *Handler {
 	}
 	h := &Handler{
 		o: o, log: o.Log, m: o.Metrics,
-		entries: map[string]*endpointEntry{}, servers: map[string]*mcp.Server{}, sessions: map[string]*session{},
+		entries: map[string]*endpointEntry{}, servers: map[string]*allowlist{}, sessions: map[string]*session{},
 		revoked: map[string]time.Time{}, creds: map[string]trustedCred{}, acks: map[*mcp.ServerSession]func(){},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -318,7 +318,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	defer h.release(e)
 	rq.entry, rq.v = e, v
-	rq.info = auth.TokenInfo{UserID: ep.ID, Extra: map[string]any{requestExtra: rq}}
+	rq.info = auth.TokenInfo{UserID: ep.ID}
+	if r.Method == http.MethodPost {
+		// For the handlers (requestOf). A GET stream dispatches nothing, and holds its request
+		// for the session's life: the map would be about 300 bytes of every idle session.
+		rq.info.Extra = map[string]any{requestExtra: rq}
+	}
 	ctx := context.WithValue(r.Context(), requestKey{}, rq)
 	sw := &sdkWriter{ResponseWriter: w}
 

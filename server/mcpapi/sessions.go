@@ -106,25 +106,37 @@ func (h *Handler) release(e *endpointEntry) {
 
 // newEntry makes the endpoint's entry, on the mcp.Server of its allowlist. h.mu must be held.
 func (h *Handler) newEntry(ep store.Endpoint) *endpointEntry {
-	return &endpointEntry{ep: ep, srv: h.serverFor(ep.Verbs), buckets: newBuckets(h.o.Limits), sessions: map[string]*session{}, open: map[*listen]struct{}{}}
+	a := h.serverFor(ep.Verbs)
+	// The entry keeps the allowlist's one copy of its verbs rather than the lookup's: about
+	// 0.8 KB an endpoint, for a list only serverFor reads.
+	ep.Verbs = a.verbs
+	return &endpointEntry{ep: ep, srv: a.srv, buckets: newBuckets(h.o.Limits), sessions: map[string]*session{}, open: map[*listen]struct{}{}}
+}
+
+// allowlist is one mcp.Server with exactly the tools of some allowlist, and those verbs.
+type allowlist struct {
+	srv   *mcp.Server
+	verbs []string // the registered tools' names, in registration order
 }
 
 // serverFor returns the mcp.Server with exactly the allowlisted tools, shared by every endpoint
 // with the same allowlist: building one (its tools' schemas) allocated about 150 KB and kept
 // several KB, per endpoint. A call's endpoint is its session's (entryOf). The map holds one
 // server per distinct allowlist vended. h.mu must be held.
-func (h *Handler) serverFor(verbs []string) *mcp.Server {
+func (h *Handler) serverFor(verbs []string) *allowlist {
 	var key strings.Builder
 	var tools []*tool.Registered
+	var names []string
 	for _, t := range h.o.Tools.Tools() {
 		if slices.Contains(verbs, t.Name) {
 			tools = append(tools, t)
+			names = append(names, t.Name)
 			key.WriteString(t.Name)
 			key.WriteByte(',')
 		}
 	}
-	if srv := h.servers[key.String()]; srv != nil {
-		return srv
+	if a := h.servers[key.String()]; a != nil {
+		return a
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "switchboard", Version: h.o.Version}, &mcp.ServerOptions{
 		Instructions: Instructions,
@@ -144,8 +156,9 @@ func (h *Handler) serverFor(verbs []string) *mcp.Server {
 	}
 	srv.AddReceivingMiddleware(h.bindSession, h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.serveListenChannel)
 	srv.AddSendingMiddleware(h.afterAck)
-	h.servers[key.String()] = srv
-	return srv
+	a := &allowlist{srv: srv, verbs: names}
+	h.servers[key.String()] = a
+	return a
 }
 
 // bindSession records a 2025 session once its initialize succeeded: its endpoint is the
