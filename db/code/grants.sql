@@ -119,7 +119,22 @@ BEGIN
         'switchboard.oauth_token_deactivate(text, bytea)',
         'switchboard.oauth_token_delete(text, bytea)',
         'switchboard.oauth_token_revoke_family(text, text)',
-        -- the maintenance loop (retention, rotation graces) and serve's start
+        -- the console (server/console): each takes the signed-in human and whether an operator
+        'switchboard.console_queues(uuid, boolean)',
+        'switchboard.console_todos(uuid, boolean, text, text, text, text, timestamptz, uuid, int)',
+        'switchboard.console_todo(uuid, boolean, text)',
+        'switchboard.console_action_count(uuid, boolean, text, text[], text, text, text, text)',
+        'switchboard.console_act(uuid, boolean, text, text, text[], text, text, text, text)',
+        'switchboard.console_todo_act(uuid, boolean, text, text, text)',
+        'switchboard.console_push(uuid, boolean, text, text, text, jsonb)',
+        'switchboard.console_chart(uuid, boolean)',
+        'switchboard.console_webhooks(uuid, boolean)',
+        'switchboard.console_webhook(uuid, boolean, text)',
+        'switchboard.console_deliveries(uuid, boolean, text, bigint, int)',
+        'switchboard.console_delivery(uuid, boolean, text, text)',
+        'switchboard.console_webhook_set_secret(uuid, boolean, text, text, interval)',
+        -- the maintenance loop (retention, rotation graces, the console chart's rollup) and serve's start
+        'switchboard.console_rollup()',
         'switchboard.purge(boolean)',
         'switchboard.expire_credentials()',
         'switchboard.record_base_url(text)'

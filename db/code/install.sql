@@ -37,6 +37,8 @@ SET LOCAL check_function_bodies = on;
 {{ template "secrets.sql" . }}
 {{ template "routes.sql" . }}
 {{ template "rules.sql" . }}
+{{ template "console_queues.sql" . }}
+{{ template "console_webhooks.sql" . }}
 {{ template "views.sql" . }}
 
 -- Step 2: what left the package. A catalogue row written by this transaction (or one of its
