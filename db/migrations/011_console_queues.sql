@@ -1,5 +1,5 @@
--- The console (issue 36): the home chart's aggregate, and the delivery log's index and
--- duplicate count. The functions are in db/code/console_queues.sql and console_webhooks.sql.
+-- The console's queues and webhooks (issue 36): the home chart's aggregate, and the delivery
+-- log's index and duplicate count. The functions are in db/code/console_queues.sql and console_webhooks.sql.
 
 -- Finished todos per minute, endpoint and queue: done, failed attempts (parked for a retry),
 -- dead-lettered and cancelled. Filled incrementally by switchboard.console_rollup() (the
