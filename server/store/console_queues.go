@@ -8,17 +8,11 @@ import (
 
 // The console's queues, todos, webhooks and chart (server/console): one call of a
 // switchboard.console_* function each (db/code/console_queues.sql, console_webhooks.sql), always
-// with the signed-in human, who reaches only their own rows (an operator: everyone's).
-
-// Viewer is the signed-in human the console acts for.
-type Viewer struct {
-	HumanID  string
-	Name     string
-	Operator bool
-}
+// with the signed-in human (ConsoleHuman, console.go) and whether they are an operator; a human
+// reaches only their own rows (an operator: everyone's).
 
 // by is the actor recorded on a redrive or cancel.
-func (v Viewer) by() string { return "human:" + v.Name }
+func by(h ConsoleHuman) string { return "human:" + h.Name }
 
 // orNull is nil for "" (a filter left empty), else the string.
 func orNull(s string) *string {
@@ -49,9 +43,9 @@ type QueueRow struct {
 }
 
 // ConsoleQueues: switchboard.console_queues.
-func (s *Store) ConsoleQueues(ctx context.Context, v Viewer) ([]QueueRow, error) {
+func (s *Store) ConsoleQueues(ctx context.Context, v ConsoleHuman) ([]QueueRow, error) {
 	var out []QueueRow
-	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_queues($1, $2)`, v.HumanID, v.Operator)
+	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_queues($1, $2)`, v.ID, v.Operator)
 	return out, err
 }
 
@@ -94,10 +88,10 @@ type TodoPage struct {
 }
 
 // ConsoleTodos: switchboard.console_todos, the page after (beforeAt, beforeID) when set.
-func (s *Store) ConsoleTodos(ctx context.Context, v Viewer, f TodoFilter, beforeAt *time.Time, beforeID string, limit int) (TodoPage, error) {
+func (s *Store) ConsoleTodos(ctx context.Context, v ConsoleHuman, f TodoFilter, beforeAt *time.Time, beforeID string, limit int) (TodoPage, error) {
 	var out TodoPage
 	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_todos($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		v.HumanID, v.Operator, orNull(f.Queue), orNull(f.State), orNull(f.Text), orNull(f.Endpoint),
+		v.ID, v.Operator, orNull(f.Queue), orNull(f.State), orNull(f.Text), orNull(f.Endpoint),
 		beforeAt, orNull(beforeID), limit)
 	return out, err
 }
@@ -128,18 +122,18 @@ type TodoDetail struct {
 }
 
 // ConsoleTodo: switchboard.console_todo (not_found for another human's, malformed or unknown id).
-func (s *Store) ConsoleTodo(ctx context.Context, v Viewer, id string) (TodoDetail, error) {
+func (s *Store) ConsoleTodo(ctx context.Context, v ConsoleHuman, id string) (TodoDetail, error) {
 	var out TodoDetail
-	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_todo($1, $2, $3)`, v.HumanID, v.Operator, id)
+	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_todo($1, $2, $3)`, v.ID, v.Operator, id)
 	return out, err
 }
 
 // ConsoleActionCount: how many todos ConsoleAct would take now (switchboard.console_action_count).
 // ids non-nil: the selection; else the filter.
-func (s *Store) ConsoleActionCount(ctx context.Context, v Viewer, action string, ids []string, f TodoFilter) (int64, error) {
+func (s *Store) ConsoleActionCount(ctx context.Context, v ConsoleHuman, action string, ids []string, f TodoFilter) (int64, error) {
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT switchboard.console_action_count($1, $2, $3, $4, $5, $6, $7, $8)`,
-		v.HumanID, v.Operator, action, ids, orNull(f.Queue), orNull(f.State), orNull(f.Text), orNull(f.Endpoint)).Scan(&n)
+		v.ID, v.Operator, action, ids, orNull(f.Queue), orNull(f.State), orNull(f.Text), orNull(f.Endpoint)).Scan(&n)
 	if err != nil {
 		return 0, Classify(err)
 	}
@@ -148,25 +142,25 @@ func (s *Store) ConsoleActionCount(ctx context.Context, v Viewer, action string,
 
 // ConsoleAct redrives or cancels the selection (ids non-nil) or every todo matching the filter,
 // in one call of switchboard.console_act, and returns how many it changed.
-func (s *Store) ConsoleAct(ctx context.Context, v Viewer, action string, ids []string, f TodoFilter) (int64, error) {
+func (s *Store) ConsoleAct(ctx context.Context, v ConsoleHuman, action string, ids []string, f TodoFilter) (int64, error) {
 	var out struct {
 		Count int64 `json:"count"`
 	}
 	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_act($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		v.HumanID, v.Operator, v.by(), action, ids, orNull(f.Queue), orNull(f.State), orNull(f.Text), orNull(f.Endpoint))
+		v.ID, v.Operator, by(v), action, ids, orNull(f.Queue), orNull(f.State), orNull(f.Text), orNull(f.Endpoint))
 	return out.Count, err
 }
 
 // ConsoleTodoAct redrives or cancels one todo (switchboard.console_todo_act): not_found, or
 // conflict when its state does not allow it.
-func (s *Store) ConsoleTodoAct(ctx context.Context, v Viewer, action, id string) error {
+func (s *Store) ConsoleTodoAct(ctx context.Context, v ConsoleHuman, action, id string) error {
 	_, err := s.jsonCall(ctx, `SELECT switchboard.console_todo_act($1, $2, $3, $4, $5)`,
-		v.HumanID, v.Operator, v.by(), action, id)
+		v.ID, v.Operator, by(v), action, id)
 	return err
 }
 
 // ConsolePush pushes a todo (switchboard.console_push) and returns its id. payload nil: none.
-func (s *Store) ConsolePush(ctx context.Context, v Viewer, endpoint, queue, title string, payload json.RawMessage) (string, error) {
+func (s *Store) ConsolePush(ctx context.Context, v ConsoleHuman, endpoint, queue, title string, payload json.RawMessage) (string, error) {
 	var out struct {
 		ID string `json:"id"`
 	}
@@ -176,7 +170,7 @@ func (s *Store) ConsolePush(ctx context.Context, v Viewer, endpoint, queue, titl
 		p = &ps
 	}
 	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_push($1, $2, $3, $4, $5, $6::jsonb)`,
-		v.HumanID, v.Operator, endpoint, queue, title, p)
+		v.ID, v.Operator, endpoint, queue, title, p)
 	return out.ID, err
 }
 
@@ -196,9 +190,9 @@ type Chart struct {
 }
 
 // ConsoleChart: switchboard.console_chart, read from the rollup.
-func (s *Store) ConsoleChart(ctx context.Context, v Viewer) (Chart, error) {
+func (s *Store) ConsoleChart(ctx context.Context, v ConsoleHuman) (Chart, error) {
 	var out Chart
-	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_chart($1, $2)`, v.HumanID, v.Operator)
+	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_chart($1, $2)`, v.ID, v.Operator)
 	return out, err
 }
 
@@ -256,16 +250,16 @@ type ConsoleWebhook struct {
 }
 
 // ConsoleWebhooks: switchboard.console_webhooks.
-func (s *Store) ConsoleWebhooks(ctx context.Context, v Viewer) ([]ConsoleWebhook, error) {
+func (s *Store) ConsoleWebhooks(ctx context.Context, v ConsoleHuman) ([]ConsoleWebhook, error) {
 	var out []ConsoleWebhook
-	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_webhooks($1, $2)`, v.HumanID, v.Operator)
+	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_webhooks($1, $2)`, v.ID, v.Operator)
 	return out, err
 }
 
 // ConsoleWebhook: switchboard.console_webhook, with its rules.
-func (s *Store) ConsoleWebhook(ctx context.Context, v Viewer, id string) (ConsoleWebhook, error) {
+func (s *Store) ConsoleWebhook(ctx context.Context, v ConsoleHuman, id string) (ConsoleWebhook, error) {
 	var out ConsoleWebhook
-	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_webhook($1, $2, $3)`, v.HumanID, v.Operator, id)
+	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_webhook($1, $2, $3)`, v.ID, v.Operator, id)
 	return out, err
 }
 
@@ -303,31 +297,31 @@ type DeliveryPage struct {
 }
 
 // ConsoleDeliveries: switchboard.console_deliveries, the page before beforeID when set.
-func (s *Store) ConsoleDeliveries(ctx context.Context, v Viewer, webhook string, beforeID *int64, limit int) (DeliveryPage, error) {
+func (s *Store) ConsoleDeliveries(ctx context.Context, v ConsoleHuman, webhook string, beforeID *int64, limit int) (DeliveryPage, error) {
 	var out DeliveryPage
 	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_deliveries($1, $2, $3, $4, $5)`,
-		v.HumanID, v.Operator, webhook, beforeID, limit)
+		v.ID, v.Operator, webhook, beforeID, limit)
 	return out, err
 }
 
 // ConsoleDelivery: switchboard.console_delivery, one delivery with headers and payload.
-func (s *Store) ConsoleDelivery(ctx context.Context, v Viewer, webhook, event string) (LoggedDelivery, error) {
+func (s *Store) ConsoleDelivery(ctx context.Context, v ConsoleHuman, webhook, event string) (LoggedDelivery, error) {
 	var out LoggedDelivery
 	err := s.decodeCall(ctx, &out, `SELECT switchboard.console_delivery($1, $2, $3, $4)`,
-		v.HumanID, v.Operator, webhook, event)
+		v.ID, v.Operator, webhook, event)
 	return out, err
 }
 
 // ConsoleSetSecret puts a provider-issued secret in force (switchboard.console_webhook_set_secret,
 // which calls webhook_set_secret as `switchboard webhook set-secret` does); the secret in force
 // before keeps verifying for previousTTL (0: it stops now).
-func (s *Store) ConsoleSetSecret(ctx context.Context, v Viewer, webhook, secret string, previousTTL time.Duration) error {
+func (s *Store) ConsoleSetSecret(ctx context.Context, v ConsoleHuman, webhook, secret string, previousTTL time.Duration) error {
 	var ttl *time.Duration
 	if previousTTL > 0 {
 		ttl = &previousTTL
 	}
 	_, err := s.jsonCall(ctx, `SELECT switchboard.console_webhook_set_secret($1, $2, $3, $4, $5)`,
-		v.HumanID, v.Operator, webhook, secret, ttl)
+		v.ID, v.Operator, webhook, secret, ttl)
 	return err
 }
 

@@ -125,7 +125,7 @@ func consoleSection(ctx context.Context, b *Bench) ([]Row, error) {
 	}
 	tick := time.Since(start)
 
-	v := store.Viewer{HumanID: alice, Name: "alice"}
+	v := store.ConsoleHuman{ID: alice, Name: "alice"}
 	pages := []struct {
 		name string
 		page func() error
