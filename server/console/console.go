@@ -184,6 +184,7 @@ func (c *Console) routes() {
 	c.screen("GET /console/audit", c.audit)
 	c.screen("GET /console/passkeys", c.passkeys)
 	c.screen("POST /console/passkeys/{id}/remove", c.passkeyRemove)
+	c.queueRoutes()
 	// Anything else under /console/: the not-found page (signed in), or the sign-in page.
 	c.screen("/console/", func(w http.ResponseWriter, r *http.Request, _ store.ConsoleHuman) { c.notFound(w, r) })
 }
@@ -192,6 +193,9 @@ func (c *Console) routes() {
 var navItems = []struct{ Path, Label string }{
 	{"/console/", "Home"},
 	{"/console/vend", "Vend"},
+	{"/console/queues", "Queues"},
+	{"/console/deadletters", "Dead letters"},
+	{"/console/webhooks", "Webhooks"},
 	{"/console/friends", "Friends"},
 	{"/console/audit", "Audit"},
 	{"/console/passkeys", "Passkeys"},

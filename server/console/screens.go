@@ -81,6 +81,9 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request, h store.ConsoleHu
 		c.failed(w, r, err)
 		return
 	}
+	if ch := c.homeChart(r, h); ch != nil {
+		d.ChartSlot = ch
+	}
 	c.render(w, r, "home", http.StatusOK, view{Data: d})
 }
 

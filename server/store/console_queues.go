@@ -110,7 +110,7 @@ type TodoDetail struct {
 	RedrivenBy     *string         `json:"redriven_by"`
 	IdempotencyKey *string         `json:"idempotency_key"`
 	ReadyAt        string          `json:"ready_at"`
-	LoggedDelivery *struct {
+	Delivery       *struct {
 		ID          int64   `json:"id"`
 		WebhookID   string  `json:"webhook_id"`
 		Source      string  `json:"source"`
@@ -244,7 +244,7 @@ type ConsoleWebhook struct {
 	Endpoint            string        `json:"endpoint"`
 	Human               string        `json:"human"`
 	LastDeliveryAt      *string       `json:"last_delivery_at"`
-	RefusalCounts       RefusalCounts `json:"refusals"`
+	Refusals            RefusalCounts `json:"refusals"`
 	// Rules is rules_json (the list, default action, params, version, grant): one webhook only.
 	Rules json.RawMessage `json:"rules"`
 }
