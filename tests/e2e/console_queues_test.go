@@ -3,17 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
-
-	"switchboard/server/store"
 )
 
 // The console's queue and webhook screens over HTTP, signed in with a session made in SQL (the
@@ -21,46 +14,19 @@ import (
 // not-found page as unknown and malformed ids, byte for byte; forms refuse bad input inline and
 // write nothing; the secret field never comes back.
 
-// consoleSession signs the human in (switchboard.console_session_start) and returns the cookie.
-func (e *env) consoleSession(human string) *http.Cookie {
+// consoleSession signs the human in (signIn) and returns a requester of console pages as them
+// (page: same-origin, redirects not followed) answering status, body and Location.
+func (e *env) consoleSession(human string) func(method, path string, form url.Values) (int, string, string) {
 	e.t.Helper()
 	var id string
 	if err := e.pool.QueryRow(context.Background(), `SELECT id FROM switchboard.humans WHERE name = $1`, human).Scan(&id); err != nil {
 		e.t.Fatal(err)
 	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	tok := base64.RawURLEncoding.EncodeToString(b)
-	sum := sha256.Sum256([]byte(tok))
-	if err := store.New(e.pool).ConsoleSessionStart(context.Background(), id, sum[:], time.Hour, time.Hour); err != nil {
-		e.t.Fatal(err)
+	session := e.signIn(id)
+	return func(method, path string, form url.Values) (int, string, string) {
+		resp, body := page(e.t, method, e.base+path, session, form, nil)
+		return resp.StatusCode, body, resp.Header.Get("Location")
 	}
-	return &http.Cookie{Name: "__Host-sb_session", Value: tok}
-}
-
-// page requests a console page as the cookie's human (no redirects followed).
-func (e *env) page(ck *http.Cookie, method, path string, form url.Values) (int, string, string) {
-	e.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, e.base+path, body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	req.AddCookie(ck)
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := c.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b), res.Header.Get("Location")
 }
 
 func TestConsoleQueuesNotFoundIsOnePage(t *testing.T) {
@@ -82,7 +48,7 @@ func TestConsoleQueuesNotFoundIsOnePage(t *testing.T) {
 	}
 	alice, bob := e.consoleSession("alice"), e.consoleSession("bob")
 
-	if st, body, _ := e.page(alice, "GET", "/console/todos/"+todo, nil); st != 200 || !strings.Contains(body, "alice&#39;s secret plans") {
+	if st, body, _ := alice("GET", "/console/todos/"+todo, nil); st != 200 || !strings.Contains(body, "alice&#39;s secret plans") {
 		t.Fatalf("alice's own todo: %d %s", st, body)
 	}
 	unknown, malformed := "00000000-0000-4000-8000-000000000000", "not-a-uuid"
@@ -94,7 +60,7 @@ func TestConsoleQueuesNotFoundIsOnePage(t *testing.T) {
 	} {
 		var first string
 		for _, p := range paths {
-			st, body, _ := e.page(bob, "GET", p, nil)
+			st, body, _ := bob("GET", p, nil)
 			if st != http.StatusNotFound {
 				t.Fatalf("bob GET %s: %d", p, st)
 			}
@@ -106,13 +72,13 @@ func TestConsoleQueuesNotFoundIsOnePage(t *testing.T) {
 		}
 	}
 	// Writes too: bob's cancel and set-secret on alice's ids are the not-found page, nothing changes.
-	_, nf, _ := e.page(bob, "GET", "/console/todos/"+unknown, nil)
+	_, nf, _ := bob("GET", "/console/todos/"+unknown, nil)
 	for _, p := range []string{"/console/todos/" + todo + "/cancel", "/console/todos/" + unknown + "/cancel"} {
-		if st, body, _ := e.page(bob, "POST", p, url.Values{}); st != http.StatusNotFound || body != nf {
+		if st, body, _ := bob("POST", p, url.Values{}); st != http.StatusNotFound || body != nf {
 			t.Fatalf("bob POST %s: %d", p, st)
 		}
 	}
-	if st, body, _ := e.page(bob, "POST", "/console/webhooks/"+hook+"/secret",
+	if st, body, _ := bob("POST", "/console/webhooks/"+hook+"/secret",
 		url.Values{"secret": {"whsec_oZ8nus9PHnoltEtWZ3pGITZdeHWHoqnL"}}); st != http.StatusNotFound || body != nf {
 		t.Fatalf("bob sets alice's secret: %d", st)
 	}
@@ -121,7 +87,7 @@ func TestConsoleQueuesNotFoundIsOnePage(t *testing.T) {
 	}
 	// Bob's lists hold nothing of alice's.
 	for _, p := range []string{"/console/queues", "/console/webhooks", "/console/deadletters"} {
-		if st, body, _ := e.page(bob, "GET", p, nil); st != 200 || strings.Contains(body, todo) || strings.Contains(body, hook) {
+		if st, body, _ := bob("GET", p, nil); st != 200 || strings.Contains(body, todo) || strings.Contains(body, hook) {
 			t.Fatalf("bob's %s: %d", p, st)
 		}
 	}
@@ -140,15 +106,15 @@ func TestConsoleQueuesForms(t *testing.T) {
 
 	// Push: bad JSON and a blank title are refused inline, nothing written; then a good push.
 	target := ep.ID + "/inbox"
-	st, body, _ := e.page(alice, "POST", "/console/queues/push", url.Values{"target": {target}, "title": {"x"}, "payload": {"{nope"}})
+	st, body, _ := alice("POST", "/console/queues/push", url.Values{"target": {target}, "title": {"x"}, "payload": {"{nope"}})
 	if st != http.StatusBadRequest || !strings.Contains(body, "not valid JSON") || !strings.Contains(body, "{nope") || count() != 0 {
 		t.Fatalf("bad payload: %d %d todos", st, count())
 	}
-	if st, body, _ = e.page(alice, "POST", "/console/queues/push", url.Values{"target": {target}, "title": {" "}}); st != http.StatusBadRequest ||
+	if st, body, _ = alice("POST", "/console/queues/push", url.Values{"target": {target}, "title": {" "}}); st != http.StatusBadRequest ||
 		!strings.Contains(body, "Title must be 1 to 500 characters") || count() != 0 {
 		t.Fatalf("blank title: %d %s", st, body)
 	}
-	st, _, loc := e.page(alice, "POST", "/console/queues/push", url.Values{"target": {target}, "title": {"from the form"}, "payload": {`{"a": 1}`}})
+	st, _, loc := alice("POST", "/console/queues/push", url.Values{"target": {target}, "title": {"from the form"}, "payload": {`{"a": 1}`}})
 	if st != http.StatusSeeOther || !strings.HasPrefix(loc, "/console/todos/") || count() != 1 {
 		t.Fatalf("push: %d %s", st, loc)
 	}
@@ -162,16 +128,16 @@ func TestConsoleQueuesForms(t *testing.T) {
 			completed_at = now(), result = '{"error": "boom"}' WHERE id = $1`, id)
 		dead = append(dead, id)
 	}
-	st, body, _ = e.page(alice, "POST", "/console/todos/bulk", url.Values{"do": {"redrive:filter"}, "view": {"dead"}, "queue": {"inbox"}})
+	st, body, _ = alice("POST", "/console/todos/bulk", url.Values{"do": {"redrive:filter"}, "view": {"dead"}, "queue": {"inbox"}})
 	if st != 200 || !strings.Contains(body, "Redrive 3 todo(s)?") || e.state(dead[0]) != "failed" {
 		t.Fatalf("redrive count: %d %s", st, body)
 	}
-	st, _, loc = e.page(alice, "POST", "/console/todos/bulk", url.Values{"do": {"redrive:filter"}, "view": {"dead"}, "queue": {"inbox"}, "confirm": {"yes"}})
+	st, _, loc = alice("POST", "/console/todos/bulk", url.Values{"do": {"redrive:filter"}, "view": {"dead"}, "queue": {"inbox"}, "confirm": {"yes"}})
 	if st != http.StatusSeeOther || !strings.Contains(loc, "n=3") || e.state(dead[2]) != "pending" {
 		t.Fatalf("redrive: %d %s", st, loc)
 	}
 	// Nothing selected: an inline message.
-	if st, body, _ = e.page(alice, "POST", "/console/todos/bulk", url.Values{"do": {"cancel:selected"}}); st != http.StatusBadRequest ||
+	if st, body, _ = alice("POST", "/console/todos/bulk", url.Values{"do": {"cancel:selected"}}); st != http.StatusBadRequest ||
 		!strings.Contains(body, "Select at least one todo") {
 		t.Fatalf("empty selection: %d", st)
 	}
@@ -191,16 +157,16 @@ func TestConsoleQueuesForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := "sk_live_typo_not_a_secret"
-	st, body, _ = e.page(alice, "POST", "/console/webhooks/"+hook+"/secret", url.Values{"secret": {bad}, "previous_ttl": {"1h"}})
+	st, body, _ = alice("POST", "/console/webhooks/"+hook+"/secret", url.Values{"secret": {bad}, "previous_ttl": {"1h"}})
 	if st != http.StatusBadRequest || !strings.Contains(body, "Not a Stripe signing secret") || strings.Contains(body, bad) {
 		t.Fatalf("bad secret: %d", st)
 	}
 	good := "whsec_oZ8nus9PHnoltEtWZ3pGITZdeHWHoqnL"
-	st, _, loc = e.page(alice, "POST", "/console/webhooks/"+hook+"/secret", url.Values{"secret": {good}, "previous_ttl": {"1h"}})
+	st, _, loc = alice("POST", "/console/webhooks/"+hook+"/secret", url.Values{"secret": {good}, "previous_ttl": {"1h"}})
 	if st != http.StatusSeeOther {
 		t.Fatalf("set secret: %d", st)
 	}
-	st, body, _ = e.page(alice, "GET", loc, nil)
+	st, body, _ = alice("GET", loc, nil)
 	if st != 200 || !strings.Contains(body, "The new secret is in force") || strings.Contains(body, good) || strings.Contains(body, "whsec_minted") {
 		t.Fatalf("after set-secret: %d", st)
 	}
@@ -209,7 +175,7 @@ func TestConsoleQueuesForms(t *testing.T) {
 		t.Fatalf("stored secret %q %v", secret, err)
 	}
 	// Home draws the chart.
-	if st, body, _ = e.page(alice, "GET", "/console/", nil); st != 200 || !bytes.Contains([]byte(body), []byte(`<svg`)) ||
+	if st, body, _ = alice("GET", "/console/", nil); st != 200 || !bytes.Contains([]byte(body), []byte(`<svg`)) ||
 		!strings.Contains(body, "Todos per minute, last hour") {
 		t.Fatalf("home: %d", st)
 	}
