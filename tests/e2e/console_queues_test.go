@@ -3,10 +3,17 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The console's queue and webhook screens over HTTP, signed in with a session made in SQL (the
@@ -179,4 +186,77 @@ func TestConsoleQueuesForms(t *testing.T) {
 		!strings.Contains(body, "Todos per minute, last hour") {
 		t.Fatalf("home: %d", st)
 	}
+}
+
+// TestConsoleQueuesBrowser runs tests/ts/console-queues.test.mjs: alice signs in with a passkey,
+// sets her Stripe webhook's secret in the form (a delivery signed with it is accepted, one
+// signed with the minted secret refused and counted on the screen), and redrives a todo that
+// failed into the dead letters from the dead-letter view. Screenshots (queues-*.png) go where
+// TestConsoleBrowser's do.
+func TestConsoleQueuesBrowser(t *testing.T) {
+	e, base := consoleEnv(t)
+	e.addHuman("alice", false)
+	invite := e.invite("alice", time.Hour)
+	ep := e.vend("alice", []string{"inbox"}, nil)
+	e.exec(`UPDATE switchboard.endpoints SET webhook_max = 1, webhook_sources = '{stripe}', webhook_queues = '{inbox}' WHERE id = $1`, ep.ID)
+	e.exec(`UPDATE switchboard.settings SET value = 1 WHERE key = 'max_attempts'`) // one failure dead-letters
+	minted, token := "whsec_"+randomHex(32), randomHex(24)
+	var doc []byte
+	if err := e.pool.QueryRow(context.Background(), `SELECT switchboard.webhook_create($1, 'stripe', 'inbox', $2, $3)`,
+		ep.ID, token, minted).Scan(&doc); err != nil {
+		t.Fatal(err)
+	}
+	var hook struct {
+		ID string `json:"webhook_id"`
+	}
+	if err := json.Unmarshal(doc, &hook); err != nil {
+		t.Fatal(err)
+	}
+	pushes := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var id string
+		if err := e.pool.QueryRow(r.Context(), `SELECT todo_id FROM switchboard.create_todo($1, 'inbox', $2)`,
+			ep.ID, r.FormValue("title")).Scan(&id); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"todo_id": id})
+	}))
+	t.Cleanup(pushes.Close)
+	shots := os.Getenv("SWITCHBOARD_CONSOLE_SCREENSHOTS")
+	if shots == "" {
+		abs, err := filepath.Abs(filepath.Join(tsDir, "screenshots"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shots = abs
+	}
+	runNode(t, 240*time.Second, []string{
+		"SB_BASE=" + base, "SB_INVITE=" + base + "/console/invite/" + invite,
+		"SB_MCP_URL=" + e.url(ep), "SB_CRED=" + ep.Cred, "SB_WEBHOOK=" + hook.ID,
+		"SB_INGEST_URL=" + e.base + "/webhooks/w/" + token, "SB_MINTED=" + minted, "SB_PUSH_URL=" + pushes.URL,
+		"SB_CHROMIUM=" + chromiumBin(t), "SB_SHOTS=" + shots,
+	}, "--test", "--test-reporter=spec", "--test-concurrency=1", "console-queues.test.mjs")
+	t.Logf("console screenshots: %s", shots)
+
+	// What the browser did is in the database: the provider's secret in force, one refusal, and
+	// the actions in alice's audit log.
+	var source string
+	var badSignature int
+	if err := e.pool.QueryRow(context.Background(), `SELECT w.secret_source, r.bad_signature FROM switchboard.webhooks w
+		JOIN switchboard.webhook_refusals r ON r.webhook_id = w.id WHERE w.id = $1`, hook.ID).Scan(&source, &badSignature); err != nil ||
+		source != "provider" || badSignature != 1 {
+		t.Fatalf("webhook after the browser: %q %d %v", source, badSignature, err)
+	}
+	var actions []string
+	if err := e.pool.QueryRow(context.Background(), `SELECT array_agg(action ORDER BY id) FROM switchboard.console_audit
+		WHERE action IN ('webhook.set_secret', 'todos.redrive')`).Scan(&actions); err != nil ||
+		strings.Join(actions, ",") != "webhook.set_secret,todos.redrive" {
+		t.Fatalf("audit: %v %v", actions, err)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
