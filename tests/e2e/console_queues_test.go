@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchboard/server/store"
 )
 
 // The console's queue and webhook screens over HTTP, signed in with a session made in SQL (the
@@ -222,6 +224,14 @@ func TestConsoleQueuesBrowser(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"todo_id": id})
 	}))
 	t.Cleanup(pushes.Close)
+	// The chart's rollup, run when the browser is about to look at Home (this server's
+	// maintenance loop is off).
+	rollup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := store.New(e.pool).ConsoleRollup(r.Context(), time.Minute); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(rollup.Close)
 	shots := os.Getenv("SWITCHBOARD_CONSOLE_SCREENSHOTS")
 	if shots == "" {
 		abs, err := filepath.Abs(filepath.Join(tsDir, "screenshots"))
@@ -233,7 +243,7 @@ func TestConsoleQueuesBrowser(t *testing.T) {
 	runNode(t, 240*time.Second, []string{
 		"SB_BASE=" + base, "SB_INVITE=" + base + "/console/invite/" + invite,
 		"SB_MCP_URL=" + e.url(ep), "SB_CRED=" + ep.Cred, "SB_WEBHOOK=" + hook.ID,
-		"SB_INGEST_URL=" + e.base + "/webhooks/w/" + token, "SB_MINTED=" + minted, "SB_PUSH_URL=" + pushes.URL,
+		"SB_INGEST_URL=" + e.base + "/webhooks/w/" + token, "SB_MINTED=" + minted, "SB_PUSH_URL=" + pushes.URL, "SB_ROLLUP_URL=" + rollup.URL,
 		"SB_CHROMIUM=" + chromiumBin(t), "SB_SHOTS=" + shots,
 	}, "--test", "--test-reporter=spec", "--test-concurrency=1", "console-queues.test.mjs")
 	t.Logf("console screenshots: %s", shots)

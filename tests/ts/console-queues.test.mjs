@@ -13,6 +13,7 @@
 //   SB_WEBHOOK     the id of alice's stripe webhook; SB_INGEST_URL its ingest URL
 //   SB_MINTED      the secret Switchboard minted for it (Stripe never uses it)
 //   SB_PUSH_URL    POST ?title= -> {"todo_id"}: a todo in alice's queue inbox
+//   SB_ROLLUP_URL  POST: runs the home chart's rollup (the server's maintenance loop is off)
 //   SB_CHROMIUM    the Chromium executable
 //   SB_SHOTS       the directory for the screenshots
 import { test } from 'node:test';
@@ -37,6 +38,11 @@ async function push(title) {
   const res = await fetch(`${env('SB_PUSH_URL')}?${new URLSearchParams({ title })}`, { method: 'POST' });
   assert.equal(res.status, 200, await res.clone().text());
   return (await res.json()).todo_id;
+}
+
+async function rollup() {
+  const res = await fetch(env('SB_ROLLUP_URL'), { method: 'POST' });
+  assert.equal(res.status, 200, await res.text());
 }
 
 // look screenshots the page and checks it with axe: no serious or critical violation.
@@ -135,6 +141,7 @@ test('the console: a Stripe secret set in the form, a dead letter redriven, ever
   assert.equal(claimed.todo?.id, id, JSON.stringify(claimed));
   const failed = structured(await client.callTool({ name: 'fail', arguments: { id, result: { error: 'card declined' } } }));
   assert.equal(failed.dead_letter, true, JSON.stringify(failed));
+  await rollup(); // the chart counts the dead letter before it is redriven
 
   await page.goto(`${base}/console/queues`);
   await look(page, 'queues');
@@ -156,7 +163,10 @@ test('the console: a Stripe secret set in the form, a dead letter redriven, ever
   await page.goto(`${base}/console/todos/${id}`);
   assert.match(await page.textContent('main'), /human:alice/);
   await look(page, 'todo-redriven');
+  await rollup();
   await page.goto(`${base}/console/`);
   await page.waitForSelector('svg[role=img]');
+  // The chart's description counts what finished: the delivery's todo done, the card dead-lettered.
+  assert.match(await page.textContent('#chart-m-d'), /1 done, 0 failed, 1 dead-lettered/);
   await look(page, 'home-chart');
 });
