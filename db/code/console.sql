@@ -37,8 +37,7 @@ $$;
 COMMENT ON FUNCTION switchboard.console_audit_list(uuid, int) IS
   'Console audit rows the human may see (their own; an operator everyone''s), newest first.';
 
--- Home: the human's agents and endpoints, and per queue of their endpoints the counts by state
--- and the oldest pending age.
+-- Home: the human's agents and endpoints (the per-queue counts: console_queues).
 CREATE OR REPLACE FUNCTION switchboard.console_home(p_human uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -48,28 +47,11 @@ BEGIN
               FROM switchboard.endpoints e
               JOIN switchboard.agents a ON a.id = e.agent_id
               JOIN switchboard.humans h ON h.id = a.owner_human_id
-             WHERE switchboard.console_sees(p_human, a.owner_human_id)), '[]'::jsonb),
-        'queues', coalesce((
-            SELECT jsonb_agg(jsonb_build_object(
-                       'endpoint_id', q.endpoint_id, 'slug', q.slug, 'queue', q.queue,
-                       'pending', q.pending, 'claimed', q.claimed, 'retry_wait', q.retry_wait,
-                       'dead', q.dead, 'oldest_pending_seconds', q.oldest) ORDER BY q.slug, q.queue)
-              FROM (SELECT e.id AS endpoint_id, e.slug, t.queue,
-                           count(*) FILTER (WHERE t.state = 'pending') AS pending,
-                           count(*) FILTER (WHERE t.state = 'claimed') AS claimed,
-                           count(*) FILTER (WHERE t.state = 'failed' AND t.next_retry_at IS NOT NULL) AS retry_wait,
-                           count(*) FILTER (WHERE t.state = 'failed' AND t.next_retry_at IS NULL) AS dead,
-                           floor(extract(epoch FROM now() - min(t.created_at) FILTER (WHERE t.state = 'pending')))::bigint AS oldest
-                      FROM switchboard.endpoints e
-                      JOIN switchboard.agents a ON a.id = e.agent_id
-                      JOIN switchboard.todos t ON t.endpoint_id = e.id
-                     WHERE switchboard.console_sees(p_human, a.owner_human_id)
-                       AND t.state IN ('pending', 'claimed', 'failed')
-                     GROUP BY e.id, e.slug, t.queue) q), '[]'::jsonb));
+             WHERE switchboard.console_sees(p_human, a.owner_human_id)), '[]'::jsonb));
 END
 $$;
 COMMENT ON FUNCTION switchboard.console_home(uuid) IS
-  'Home screen: the endpoints the human may see, and per endpoint queue the live counts (pending, claimed, retry_wait, dead) and the oldest pending age.';
+  'Home screen: the endpoints the human may see. (The per-queue counts are console_queues'', which reads the partial indexes of the live states: grouping todos by state walked the whole history, 400 ms at 1,000,000 done todos.)';
 
 -- One endpoint the human may see, with its OAuth grants; NULL for another human's, a malformed
 -- or an unknown id.
