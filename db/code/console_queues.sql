@@ -339,6 +339,7 @@ BEGIN
         RETURN switchboard.cancel(v_id, p_by);
     END IF;
     PERFORM switchboard.refuse('invalid_argument', 'action must be redrive or cancel');
+    RETURN NULL; -- not reached: refuse raises
 END
 $$;
 COMMENT ON FUNCTION switchboard.console_todo_act(uuid, boolean, text, text, text) IS
