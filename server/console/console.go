@@ -273,7 +273,6 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, st
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp)
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }

@@ -125,9 +125,9 @@ func TestConsoleBrowser(t *testing.T) {
 	logs := captureLogs(t)
 	e, base := consoleEnv(t)
 	e.addHuman("operator", true)
-	aliceID := e.addHuman("alice", false)
+	e.addHuman("alice", false)
 	e.addHuman("bob", false)
-	aliceInvite, bobInvite := e.invite("alice", time.Hour), e.invite("bob", time.Hour)
+	aliceInvite, aliceInvite2, bobInvite := e.invite("alice", time.Hour), e.invite("alice", time.Hour), e.invite("bob", time.Hour)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id string
 		err := e.pool.QueryRow(r.Context(), `SELECT todo_id FROM switchboard.create_todo($1, $2, $3)`,
@@ -149,19 +149,15 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	runNode(t, 240*time.Second, []string{
 		"SB_BASE=" + base, "SB_INVITE_ALICE=" + base + "/console/invite/" + aliceInvite,
-		"SB_INVITE_BOB=" + base + "/console/invite/" + bobInvite, "SB_PUSH_URL=" + hook.URL,
+		"SB_INVITE_BOB=" + base + "/console/invite/" + bobInvite, "SB_INVITE_ALICE2=" + base + "/console/invite/" + aliceInvite2, "SB_PUSH_URL=" + hook.URL,
 		"SB_CHROMIUM=" + chromiumBin(t), "SB_SHOTS=" + shots,
 	}, "--test", "--test-reporter=spec", "--test-concurrency=1", "console.test.mjs")
 	t.Logf("console screenshots: %s", shots)
 
 	// The friendship bob asked for and alice approved lets bob's webhooks deliver into alice's
-	// endpoints: a route from bob's webhook to alice's endpoint is accepted.
-	var aliceEndpoint string
-	if err := e.pool.QueryRow(context.Background(), `SELECT e.id FROM switchboard.endpoints e
-		JOIN switchboard.agents a ON a.id = e.agent_id WHERE a.owner_human_id = $1 AND a.name = 'worker'
-		ORDER BY e.created_at LIMIT 1`, aliceID).Scan(&aliceEndpoint); err != nil {
-		t.Fatal(err)
-	}
+	// endpoints (the browser test revoked the one she vended there): a route from bob's webhook
+	// to another endpoint of alice's is accepted.
+	aliceEndpoint := e.vend("alice", []string{"inbox"}, nil).ID
 	bobEP := e.vend("bob", []string{"inbox"}, nil)
 	e.exec(`UPDATE switchboard.endpoints SET webhook_max = 1, webhook_sources = '{generic}', webhook_queues = '{inbox}' WHERE id = $1`, bobEP.ID)
 	var hookDoc []byte
@@ -180,7 +176,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 
 	// No invite token or credential in the server's logs.
-	for _, secret := range []string{aliceInvite, bobInvite} {
+	for _, secret := range []string{aliceInvite, aliceInvite2, bobInvite} {
 		if strings.Contains(logs.String(), secret) {
 			t.Error("an invite token is in the server log")
 		}

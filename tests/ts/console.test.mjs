@@ -8,7 +8,8 @@
 // @axe-core/playwright (no serious or critical violation).
 // Run by tests/e2e TestConsoleBrowser, which sets:
 //   SB_BASE            the console's base URL (http://localhost:PORT)
-//   SB_INVITE_ALICE    alice's one-time sign-in link; SB_INVITE_BOB bob's
+//   SB_INVITE_ALICE    alice's one-time sign-in link; SB_INVITE_ALICE2 a second one (another
+//                      device); SB_INVITE_BOB bob's
 //   SB_PUSH_URL        POST ?endpoint=&queue=&title= -> {"todo_id"}: a todo for an endpoint
 //   SB_CHROMIUM        the Chromium executable
 //   SB_SHOTS           the directory for the screenshots
@@ -249,7 +250,46 @@ test('the console: passkeys, vend, friends, OAuth consent, every screen accessib
   assert.match(await p.textContent('main'), /Switchboard console test/);
   await look(p, 'endpoint-grant');
 
-  // 6. Audit and passkeys.
+  // Revoking the grant ends it.
+  await p.click('button:has-text("Revoke grant")');
+  await p.locator('main', { hasText: 'revoked' }).waitFor();
+
+  // Rotate (no grace: the old credential stops at once), then revoke, each through its
+  // confirmation page.
+  await p.goto(`${base}${endpointHref}/rotate`);
+  await p.fill('#grace', '');
+  await p.click('button:has-text("Rotate the credential")');
+  await p.waitForSelector('#credential');
+  const rotated = (await p.textContent('#credential')).trim();
+  assert.notEqual(rotated, credential);
+  {
+    const old = new Client({ name: 'console-old', version: '0.0.0' });
+    await assert.rejects(old.connect(new StreamableHTTPClientTransport(mcpURL,
+      { requestInit: { headers: { Authorization: `Bearer ${credential}` } } })), 'the rotated-out credential is refused');
+    const fresh = new Client({ name: 'console-new', version: '0.0.0' });
+    const tr = new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${rotated}` } } });
+    await fresh.connect(tr);
+    await tr.terminateSession().catch(() => {});
+    await fresh.close();
+  }
+  await p.goto(`${base}${endpointHref}/revoke`);
+  await p.click('button:has-text("Revoke the endpoint")');
+  await p.locator('main', { hasText: 'revoked' }).waitFor();
+  assert.equal(await p.locator('a:has-text("Rotate the credential")').count(), 0);
+
+  // 6. A second invite adds a passkey (alice on another device); she lists and removes one.
+  {
+    const device2 = await human(browser, 'alice');
+    await register(device2, env('SB_INVITE_ALICE2'));
+    await device2.page.goto(`${base}/console/passkeys`);
+    assert.equal(await device2.page.locator('button:has-text("Remove")').count(), 2);
+    await device2.page.click('button:has-text("Remove") >> nth=0');
+    await device2.page.locator('main').waitFor();
+    await device2.page.waitForFunction(() => document.querySelectorAll('button.danger').length === 1);
+    await device2.context.close();
+  }
+
+  // 7. Audit and passkeys.
   await p.goto(`${base}/console/audit`);
   assert.match(await p.textContent('main'), /grant\.approve/);
   assert.match(await p.textContent('main'), /friend\.approved/);
