@@ -81,21 +81,6 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request, h store.ConsoleHu
 		c.failed(w, r, err)
 		return
 	}
-	// The per-queue counts: console_queues, from the partial indexes of the live states.
-	rows, err := c.st.ConsoleQueues(r.Context(), h)
-	if err != nil {
-		c.failed(w, r, err)
-		return
-	}
-	for _, q := range rows {
-		row := queueRow{EndpointID: q.EndpointID, Slug: q.Endpoint, Queue: q.Queue, Pending: q.Pending,
-			Claimed: q.Claimed, RetryWait: q.RetryWait, Dead: q.DeadLetter}
-		if q.OldestPendingSeconds != nil {
-			s := float64(*q.OldestPendingSeconds)
-			row.OldestPending = &s
-		}
-		d.Queues = append(d.Queues, row)
-	}
 	if ch := c.homeChart(r, h); ch != nil {
 		d.ChartSlot = ch
 	}

@@ -457,3 +457,20 @@ func TestConsoleNoSecretsInLogs(t *testing.T) {
 		t.Log("note: no console route in the log")
 	}
 }
+
+// Home counts each queue's live todos by state; the done history is not counted (nor scanned:
+// each state is read through its partial index, db/code/console.sql).
+func TestConsoleHomeCounts(t *testing.T) {
+	e, base := consoleEnv(t)
+	alice := e.signIn(e.addHuman("alice", false))
+	ep := e.vend("alice", []string{"inbox"}, nil)
+	e.push(ep, "inbox", "waiting")
+	dead, done := e.push(ep, "inbox", "dead"), e.push(ep, "inbox", "done")
+	e.exec(`UPDATE switchboard.todos SET state = 'failed', completed_at = now(), result = '{}' WHERE id = $1`, dead)
+	e.exec(`UPDATE switchboard.todos SET state = 'done', completed_at = now() WHERE id = $1`, done)
+	_, body := page(t, "GET", base+"/console/", alice, nil, nil)
+	row := "<td>" + ep.Slug + "</td><td>inbox</td><td>1</td><td>0</td><td>0</td><td>1</td>"
+	if !strings.Contains(body, row) {
+		t.Fatalf("home has no row %s:\n%s", row, body)
+	}
+}
