@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"switchboard/server/console"
 	"switchboard/server/mcpapi"
 	"switchboard/server/oauth"
 )
@@ -68,6 +69,10 @@ type Config struct {
 	// private or loopback addresses), SWITCHBOARD_OAUTH_CA_FILE (PEM CAs trusted besides the
 	// system's for those documents), SWITCHBOARD_OAUTH_REGISTRATIONS_PER_MINUTE (default 30).
 	OAuth oauth.Options
+	// Console configures the human console (server/console): session idle and absolute limits
+	// (SWITCHBOARD_CONSOLE_SESSION_IDLE, default 1h; SWITCHBOARD_CONSOLE_SESSION_MAX, 12h) and
+	// the failed sign-in allowance. Store, BaseURL and Log are the server's.
+	Console console.Options
 }
 
 // DefaultConfig is the configuration with every default applied.
@@ -203,6 +208,21 @@ func ConfigFromEnv() (Config, error) {
 			bad("SWITCHBOARD_OAUTH_ACCESS_TTL", err)
 		}
 		c.OAuth.AccessTTL = d
+	}
+	for _, d := range []struct {
+		env string
+		to  *time.Duration
+	}{{"SWITCHBOARD_CONSOLE_SESSION_IDLE", &c.Console.SessionIdle}, {"SWITCHBOARD_CONSOLE_SESSION_MAX", &c.Console.SessionMax}} {
+		if v := os.Getenv(d.env); v != "" {
+			t, err := parseInterval(v)
+			if err == nil && t < time.Minute {
+				err = fmt.Errorf("want at least 1m")
+			}
+			if err != nil {
+				bad(d.env, err)
+			}
+			*d.to = t
+		}
 	}
 	c.OAuth.AllowPrivateClients = os.Getenv("SWITCHBOARD_OAUTH_ALLOW_PRIVATE_CLIENTS") == "1"
 	if v := os.Getenv("SWITCHBOARD_OAUTH_CA_FILE"); v != "" {

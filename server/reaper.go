@@ -22,6 +22,13 @@ type reaper struct {
 // purgeBudget bounds one purge run; what is left waits for the next run.
 const purgeBudget = 20 * time.Second
 
+// rollupEvery is the longest wait between two runs of the console chart's rollup; rollupBudget
+// bounds one run (a server starting on a day of history catches up an hour a statement).
+const (
+	rollupEvery  = 10 * time.Second
+	rollupBudget = 5 * time.Second
+)
+
 // startReaper runs the loop; an interval <= 0 disables that part. stop ends it and waits.
 func startReaper(st *store.Store, interval, purgeInterval time.Duration, log *slog.Logger, m *metrics.Metrics) *reaper {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -37,6 +44,12 @@ func startReaper(st *store.Store, interval, purgeInterval time.Duration, log *sl
 		return time.NewTicker(d).C
 	}
 	reapC, purgeC := tick(interval), tick(purgeInterval)
+	// The console chart's rollup runs with the reaper, at least every rollupEvery, so that a
+	// failed attempt is seen while it waits for its retry (backoff_base_seconds: 30 s).
+	var rollupC <-chan time.Time
+	if interval > 0 {
+		rollupC = tick(min(interval, rollupEvery))
+	}
 	go func() {
 		defer close(r.done)
 		for {
@@ -47,6 +60,8 @@ func startReaper(st *store.Store, interval, purgeInterval time.Duration, log *sl
 				reapOnce(ctx, st, interval, log, m)
 			case <-purgeC:
 				purgeOnce(ctx, st, log, m)
+			case <-rollupC:
+				rollupOnce(ctx, st, log)
 			}
 		}
 	}()
@@ -101,6 +116,14 @@ func purgeOnce(ctx context.Context, st *store.Store, log *slog.Logger, m *metric
 	if res.TodosDone+res.TodosDead+res.Events > 0 {
 		log.Info("purged", "todos_done", res.TodosDone, "todos_dead", res.TodosDead, "events", res.Events,
 			"batches", res.Batches)
+	}
+}
+
+func rollupOnce(ctx context.Context, st *store.Store, log *slog.Logger) {
+	rctx, rcancel := context.WithTimeout(ctx, rollupBudget+10*time.Second)
+	defer rcancel()
+	if _, err := st.ConsoleRollup(rctx, rollupBudget); err != nil && ctx.Err() == nil {
+		log.Error("console rollup failed", "err", store.Classify(err).Unwrap())
 	}
 }
 

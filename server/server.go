@@ -1,6 +1,7 @@
 // Package server assembles Switchboard's HTTP server: the MCP agent surface (/mcp/{slug}) with
 // the todo and webhook tool families, the webhook receiver (/webhooks/w/{token}), the OAuth
-// authorization server for hosted agents (server/oauth), health and metrics, the doorbell
+// authorization server for hosted agents (server/oauth), the human console (/console/,
+// server/console), health and metrics, the doorbell
 // listener and the reaper, over one PostgreSQL pool.
 //
 //	srv, err := server.New(cfg, pool, logger)
@@ -24,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/server/bodybudget"
+	"switchboard/server/console"
 	"switchboard/server/doorbell"
 	"switchboard/server/httpx"
 	"switchboard/server/mcpapi"
@@ -48,6 +50,7 @@ type Server struct {
 	tools   *tool.Registry
 	bell    *doorbell.Bell
 	mcp     *mcpapi.Handler
+	console *console.Console
 	mux     *http.ServeMux
 	handler http.Handler
 
@@ -121,10 +124,21 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 	s.mux.Handle("/mcp/{slug}", s.mcp)
 	s.mux.Handle("POST /webhooks/w/{token}", receiver.New(s.store, log, rules.NewCache(1024), s.metrics.Ingest).
 		WithBudget(bodybudget.New(cfg.BodyBudget)).WithRefusalMetrics(s.metrics.IngestRefusals, s.metrics.IngestRefusalWrites))
+	// The human console (server/console): passkey sign-in and the screens under /console/.
+	co := cfg.Console
+	co.Store, co.BaseURL, co.Log = s.store, s.baseURL, log
+	con, err := console.New(co)
+	if err != nil {
+		return nil, err
+	}
+	con.Mount(s.mux)
+	s.console = con
 	// OAuth for hosted agents: the discovery documents a client reads after a 401, the
-	// authorization server and its consent page (server/oauth).
+	// authorization server and its consent page (server/oauth), where a signed-in owner
+	// approves without an approval code.
 	oo := cfg.OAuth
 	oo.BaseURL, oo.Log, oo.Registerer = s.baseURL, log, s.metrics.Registry
+	oo.SignedIn = con.Session
 	as, err := oauth.New(s.store, oo)
 	if err != nil {
 		return nil, err
@@ -159,6 +173,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // MCP is the agent-surface handler (session counts, for tests and operations).
 func (s *Server) MCP() *mcpapi.Handler { return s.mcp }
+
+// Console is the human console (server/console).
+func (s *Server) Console() *console.Console { return s.console }
 
 // Doorbell is the server's doorbell.
 func (s *Server) Doorbell() *doorbell.Bell { return s.bell }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -52,6 +53,10 @@ type demoInfo struct {
 	WebhookID      string `json:"webhook_id"`
 	IngestURL      string `json:"ingest_url"`
 	WebhookCurl    string `json:"webhook_curl"`
+	// ConsoleInvite is a one-time sign-in link to the console for the demo human (a new one on
+	// every demo run), valid until ConsoleInviteExpires.
+	ConsoleInvite        string `json:"console_invite"`
+	ConsoleInviteExpires string `json:"console_invite_expires_at"`
 	// Reused: an earlier demo's endpoint; Credential is empty (see rotateHint).
 	Reused bool `json:"reused"`
 }
@@ -93,6 +98,7 @@ func setupDemo(ctx context.Context, conn *store.Operator) (demoInfo, error) {
 	if info, ok, err := existingDemo(ctx, conn); ok || err != nil {
 		if ok {
 			fillDemoCommands(&info)
+			err = addConsoleInvite(ctx, conn, &info)
 		}
 		return info, err
 	}
@@ -122,7 +128,17 @@ func setupDemo(ctx context.Context, conn *store.Operator) (demoInfo, error) {
 	}
 	info.IngestURL = baseURL() + "/webhooks/w/" + hex.EncodeToString(token)
 	fillDemoCommands(&info)
-	return info, nil
+	return info, addConsoleInvite(ctx, conn, &info)
+}
+
+// addConsoleInvite mints a one-time console sign-in link for the demo human.
+func addConsoleInvite(ctx context.Context, conn *store.Operator, info *demoInfo) error {
+	inv, err := newInvite(ctx, conn, demoHuman, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	info.ConsoleInvite, info.ConsoleInviteExpires = text(inv["url"]), text(inv["expires_at"])
+	return nil
 }
 
 // fillDemoCommands derives the client config and the example commands from the endpoint; a
@@ -178,6 +194,8 @@ func printDemo(w io.Writer, info demoInfo) {
 	fmt.Fprintf(w, "\nIn another shell, from here: push a todo into %s with the CLI, and look at it with psql:\n  %s\n  %s\n  %s\n",
 		info.Queue, info.DatabaseExport, info.PushCommand, info.PsqlCommand)
 	fmt.Fprintf(w, "\nCheck that the endpoint answers (once the server runs):\n  %s\n", strings.TrimSpace(info.Curl))
+	fmt.Fprintf(w, "\nThe console: open this one-time link in a browser to register a passkey for %s and sign in\n"+
+		"(until %s; switchboard human invite %s makes another):\n  %s\n", info.Human, info.ConsoleInviteExpires, info.Human, info.ConsoleInvite)
 	fmt.Fprintf(w, "\nDeliver to the demo webhook %s (generic: the URL is the credential):\n  %s\n",
 		info.WebhookID, info.WebhookCurl)
 }

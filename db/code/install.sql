@@ -37,7 +37,11 @@ SET LOCAL check_function_bodies = on;
 {{ template "secrets.sql" . }}
 {{ template "routes.sql" . }}
 {{ template "rules.sql" . }}
+{{ template "console_queues.sql" . }}
+{{ template "console_webhooks.sql" . }}
 {{ template "views.sql" . }}
+{{ template "console.sql" . }}
+{{ template "console_auth.sql" . }}
 
 -- Step 2: what left the package. A catalogue row written by this transaction (or one of its
 -- subtransactions) has an xmin no older than the transaction's own id; one the package did not

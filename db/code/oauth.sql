@@ -50,7 +50,7 @@ COMMENT ON FUNCTION switchboard.oauth_client_put(bytea, text, text, text[], json
 CREATE OR REPLACE FUNCTION switchboard.oauth_endpoint(p_slug text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    RETURN (SELECT jsonb_build_object('endpoint_id', e.id, 'slug', e.slug, 'agent', a.name, 'human', h.name,
+    RETURN (SELECT jsonb_build_object('endpoint_id', e.id, 'slug', e.slug, 'agent', a.name, 'human', h.name, 'human_id', h.id,
                                       'queues', to_jsonb(e.queues), 'verbs', to_jsonb(e.verbs))
               FROM switchboard.endpoints e
               JOIN switchboard.agents a ON a.id = e.agent_id

@@ -796,6 +796,68 @@ LANGUAGE sql STABLE AS $$
 $$;
 COMMENT ON FUNCTION switchboard.actor(text) IS 'The recorded actor: p_by, else dba:<session role>.';
 
+-- The redrive itself, for the dead letters among p_ids (a set the caller picked): back to pending
+-- with a fresh attempt budget, recorded. A dead letter of a revoked endpoint stays, and so does
+-- one whose idempotency key a live todo holds again (of several dead letters with one key, the
+-- newest goes). Rings the doorbell; returns the ids moved, sorted.
+CREATE OR REPLACE FUNCTION switchboard.redrive_ids(p_ids uuid[], p_by text) RETURNS uuid[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids uuid[];
+    v_by text := switchboard.actor(p_by);
+BEGIN
+    WITH candidates AS (
+        SELECT t.id, t.endpoint_id, t.idempotency_key,
+               row_number() OVER (PARTITION BY t.endpoint_id, t.idempotency_key ORDER BY t.completed_at DESC, t.id) AS nth
+          FROM switchboard.todos t
+          JOIN switchboard.endpoints e ON e.id = t.endpoint_id AND e.state = 'active'
+         WHERE t.id = ANY (p_ids) AND t.state = 'failed' AND t.next_retry_at IS NULL
+    ), picked AS (
+        SELECT t.id
+          FROM switchboard.todos t
+          JOIN candidates c ON c.id = t.id
+         WHERE (c.idempotency_key IS NULL OR c.nth = 1)
+           AND NOT EXISTS (SELECT 1 FROM switchboard.todos l
+                            WHERE l.endpoint_id = c.endpoint_id AND l.idempotency_key = c.idempotency_key
+                              AND (l.state IN ('pending', 'claimed') OR l.next_retry_at IS NOT NULL))
+           FOR UPDATE OF t SKIP LOCKED
+    ), moved AS (
+        UPDATE switchboard.todos u
+           SET state = 'pending', attempt = 0, max_attempts = switchboard.setting('max_attempts')::int,
+               owner = NULL, lease_token_hash = NULL, completed_at = NULL,
+               ready_at = now(), updated_at = now(),
+               redrives = u.redrives + 1, redriven_at = now(), redriven_by = v_by
+          FROM picked p
+         WHERE u.id = p.id AND u.state = 'failed' AND u.next_retry_at IS NULL
+        RETURNING u.id
+    )
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO v_ids FROM moved;
+    IF cardinality(v_ids) > 0 THEN
+        PERFORM switchboard.ring();
+    END IF;
+    RETURN v_ids;
+END
+$$;
+COMMENT ON FUNCTION switchboard.redrive_ids(uuid[], text) IS
+  'The dead letters among p_ids back to pending (fresh attempt budget, recorded as p_by), skipping revoked endpoints and keys a live todo holds; rings the doorbell; the ids moved.';
+
+-- The cancel itself, for the pending and failed todos among p_ids: cancelled (terminal), with the
+-- actor and the previous result kept in result. Returns the ids cancelled, sorted.
+CREATE OR REPLACE FUNCTION switchboard.cancel_ids(p_ids uuid[], p_by text) RETURNS uuid[]
+LANGUAGE sql AS $$
+    WITH moved AS (
+        UPDATE switchboard.todos u
+           SET state = 'cancelled', next_retry_at = NULL, owner = NULL, lease_token_hash = NULL,
+               result = jsonb_build_object('cancelled_by', switchboard.actor(p_by), 'previous', u.result),
+               completed_at = now(), updated_at = now()
+         WHERE u.id = ANY (p_ids) AND u.state IN ('pending', 'failed')
+        RETURNING u.id
+    )
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM moved
+$$;
+COMMENT ON FUNCTION switchboard.cancel_ids(uuid[], text) IS
+  'Cancel the pending and failed todos among p_ids (terminal; cancelled_by and the previous result kept); the ids cancelled.';
+
 -- By id (p_todo) or by endpoint and queue (optionally only dead-lettered at or after p_since).
 -- A dead letter whose idempotency key a live todo holds again is left alone (skipped).
 CREATE OR REPLACE FUNCTION switchboard.redrive(
@@ -824,35 +886,12 @@ BEGIN
         END IF;
     END IF;
 
-    WITH candidates AS (
-        SELECT t.id, t.endpoint_id, t.idempotency_key,
-               row_number() OVER (PARTITION BY t.endpoint_id, t.idempotency_key ORDER BY t.completed_at DESC, t.id) AS nth
-          FROM switchboard.todos t
-          JOIN switchboard.endpoints e ON e.id = t.endpoint_id AND e.state = 'active'
+    v_ids := switchboard.redrive_ids(ARRAY(
+        SELECT t.id FROM switchboard.todos t
          WHERE t.state = 'failed' AND t.next_retry_at IS NULL
            AND (p_todo IS NULL OR t.id = p_todo)
            AND (p_endpoint IS NULL OR (t.endpoint_id = p_endpoint AND t.queue = p_queue))
-           AND (p_since IS NULL OR t.completed_at >= p_since)
-    ), picked AS (
-        SELECT t.id
-          FROM switchboard.todos t
-          JOIN candidates c ON c.id = t.id
-         WHERE (c.idempotency_key IS NULL OR c.nth = 1)
-           AND NOT EXISTS (SELECT 1 FROM switchboard.todos l
-                            WHERE l.endpoint_id = c.endpoint_id AND l.idempotency_key = c.idempotency_key
-                              AND (l.state IN ('pending', 'claimed') OR l.next_retry_at IS NOT NULL))
-           FOR UPDATE OF t SKIP LOCKED
-    ), moved AS (
-        UPDATE switchboard.todos u
-           SET state = 'pending', attempt = 0, max_attempts = switchboard.setting('max_attempts')::int,
-               owner = NULL, lease_token_hash = NULL, completed_at = NULL,
-               ready_at = now(), updated_at = now(),
-               redrives = u.redrives + 1, redriven_at = now(), redriven_by = v_by
-          FROM picked p
-         WHERE u.id = p.id AND u.state = 'failed' AND u.next_retry_at IS NULL
-        RETURNING u.id
-    )
-    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO v_ids FROM moved;
+           AND (p_since IS NULL OR t.completed_at >= p_since)), v_by);
 
     IF p_todo IS NOT NULL AND cardinality(v_ids) = 0 THEN
         SELECT t.state || CASE WHEN t.next_retry_at IS NOT NULL THEN ' (a parked retry)' ELSE '' END
@@ -861,9 +900,6 @@ BEGIN
             PERFORM switchboard.refuse('not_found', 'unknown todo');
         END IF;
         PERFORM switchboard.refuse('conflict', format('the todo is %s, not a dead letter (or its endpoint is revoked, or a live todo holds its idempotency key)', v_state));
-    END IF;
-    IF cardinality(v_ids) > 0 THEN
-        PERFORM switchboard.ring();
     END IF;
     RETURN jsonb_build_object('redriven', cardinality(v_ids), 'ids', to_jsonb(v_ids), 'by', v_by);
 END
@@ -875,16 +911,9 @@ CREATE OR REPLACE FUNCTION switchboard.cancel(p_todo uuid, p_by text DEFAULT NUL
 LANGUAGE plpgsql AS $$
 DECLARE
     v_by text := switchboard.actor(p_by);
-    v_todo switchboard.todos;
     v_state text;
 BEGIN
-    UPDATE switchboard.todos u
-       SET state = 'cancelled', next_retry_at = NULL, owner = NULL, lease_token_hash = NULL,
-           result = jsonb_build_object('cancelled_by', v_by, 'previous', u.result),
-           completed_at = now(), updated_at = now()
-     WHERE u.id = p_todo AND u.state IN ('pending', 'failed')
-    RETURNING * INTO v_todo;
-    IF NOT FOUND THEN
+    IF cardinality(switchboard.cancel_ids(ARRAY[p_todo], v_by)) = 0 THEN
         SELECT state INTO v_state FROM switchboard.todos WHERE id = p_todo;
         IF NOT FOUND THEN
             PERFORM switchboard.refuse('not_found', 'unknown todo');
@@ -893,7 +922,7 @@ BEGIN
         END IF;
         PERFORM switchboard.refuse('conflict', format('the todo is %s already', v_state));
     END IF;
-    RETURN jsonb_build_object('id', v_todo.id, 'state', v_todo.state, 'by', v_by);
+    RETURN jsonb_build_object('id', p_todo, 'state', 'cancelled', 'by', v_by);
 END
 $$;
 COMMENT ON FUNCTION switchboard.cancel(uuid, text) IS

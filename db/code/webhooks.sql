@@ -328,6 +328,7 @@ BEGIN
         SELECT id INTO v_event FROM switchboard.webhook_events
          WHERE webhook_id = p_webhook AND delivery_key = p_delivery_key;
         IF FOUND THEN
+            PERFORM switchboard.count_duplicate(v_event);
             RETURN switchboard.redelivery(w, v_event);
         END IF;
         IF p_disposition = 'delivered' AND v_targets IS NULL THEN

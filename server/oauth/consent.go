@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/ory/fosite"
+
+	"switchboard/server/store"
 )
 
 // The consent page is server-rendered, works without JavaScript, and is easy to drive from a
@@ -64,9 +66,11 @@ var page = template.Must(template.New("consent").Parse(`<!doctype html>
 {{if .Error}}<p class="error" role="alert">{{.Error}}</p>{{end}}
 <form method="post" action="{{.Action}}">
 {{range .Hidden}}<input type="hidden" name="{{.Name}}" value="{{.Value}}">
+{{end}}{{if .Owner}}<p>You are signed in as <strong>{{.SignedIn}}</strong>{{if .Operator}} (operator){{end}}: approve or deny directly.</p>
+{{else}}{{if .SignedIn}}<p class="hint">You are signed in as {{.SignedIn}}, who does not own this endpoint: an approval code is needed.</p>
 {{end}}<label for="approval_code">Approval code</label>
 <input id="approval_code" name="approval_code" type="text" autocomplete="one-time-code" spellcheck="false" autofocus>
-<p class="hint">The operator gets one with <code>switchboard endpoint connect {{.Slug}}</code>. It works once.</p>
+<p class="hint">The operator gets one with <code>switchboard endpoint connect {{.Slug}}</code>. It works once. The endpoint's owner, signed in to the <a href="/console/">console</a>, needs none.</p>{{end}}
 <div class="buttons"><button type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny" class="secondary">Deny</button></div>
 </form>
@@ -107,9 +111,13 @@ type hidden struct{ Name, Value string }
 
 type consentPage struct {
 	Client, RedirectHost, MCPURL, Agent, Human, Slug, Action, Error string
-	Queues, Verbs                                                   []string
-	Hidden                                                          []hidden
-	csp                                                             string
+	// SignedIn names the human signed in to the console; Owner: they own the endpoint (or are an
+	// operator) and approve without a code.
+	SignedIn        string
+	Owner, Operator bool
+	Queues, Verbs   []string
+	Hidden          []hidden
+	csp             string
 }
 
 // Form fields of the page itself, never carried over as part of the authorization request.
@@ -179,6 +187,18 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	if view.RedirectHost == "" {
 		view.RedirectHost = ar.GetRedirectURI().Scheme + ":"
 	}
+	var human store.ConsoleHuman
+	if s.o.SignedIn != nil {
+		h, ok, err := s.o.SignedIn(r)
+		if err != nil {
+			fail(fosite.ErrServerError.WithWrap(err))
+			return
+		}
+		if ok {
+			human, view.SignedIn, view.Operator = h, h.Name, h.Operator
+			view.Owner = h.ID == ep.HumanID || h.Operator
+		}
+	}
 	if r.Method == http.MethodGet {
 		s.render(w, r, http.StatusOK, view, form)
 		return
@@ -203,14 +223,20 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, view, form)
 		return
 	}
-	code := strings.TrimSpace(r.PostForm.Get("approval_code"))
-	if code == "" {
-		view.Error = "Enter the approval code."
-		s.render(w, r, http.StatusBadRequest, view, form)
-		return
+	var doc []byte
+	if view.Owner {
+		// The owner, signed in: no approval code (console_oauth_approve checks ownership again).
+		doc, err = s.st.ConsoleOAuthApprove(ctx, human.ID, ep.ID, clientHash(cl.ID), cl.Name, view.RedirectHost)
+	} else {
+		code := strings.TrimSpace(r.PostForm.Get("approval_code"))
+		if code == "" {
+			view.Error = "Enter the approval code."
+			s.render(w, r, http.StatusBadRequest, view, form)
+			return
+		}
+		sum := sha256.Sum256([]byte(code))
+		doc, err = s.st.OAuthApprove(ctx, ep.ID, sum[:], clientHash(cl.ID), cl.Name, view.RedirectHost)
 	}
-	sum := sha256.Sum256([]byte(code))
-	doc, err := s.st.OAuthApprove(ctx, ep.ID, sum[:], clientHash(cl.ID), cl.Name, view.RedirectHost)
 	if err != nil {
 		fail(fosite.ErrServerError.WithWrap(err))
 		return
@@ -241,7 +267,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	s.log.Info("oauth consent approved", "endpoint", ep.ID, "grant", verdict.Grant)
+	s.log.Info("oauth consent approved", "endpoint", ep.ID, "grant", verdict.Grant, "signed_in", view.Owner)
 	s.fosite.WriteAuthorizeResponse(ctx, w, ar, resp)
 }
 

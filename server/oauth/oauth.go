@@ -43,6 +43,10 @@ type Options struct {
 	RegistrationsPerMinute int
 	Log                    *slog.Logger
 	Registerer             prometheus.Registerer
+	// SignedIn finds the human signed in to the console on this request (server/console's
+	// Session): the endpoint's owner approves on the consent page without an approval code.
+	// Nil: approval codes only.
+	SignedIn func(*http.Request) (store.ConsoleHuman, bool, error)
 }
 
 // Server is the authorization server and the resource metadata of every endpoint.
@@ -259,12 +263,13 @@ func (s *Server) internal(w http.ResponseWriter, at string, err error) {
 
 // endpointView is what the consent page shows of an endpoint.
 type endpointView struct {
-	ID     string   `json:"endpoint_id"`
-	Slug   string   `json:"slug"`
-	Agent  string   `json:"agent"`
-	Human  string   `json:"human"`
-	Queues []string `json:"queues"`
-	Verbs  []string `json:"verbs"`
+	ID      string   `json:"endpoint_id"`
+	Slug    string   `json:"slug"`
+	Agent   string   `json:"agent"`
+	Human   string   `json:"human"`
+	HumanID string   `json:"human_id"`
+	Queues  []string `json:"queues"`
+	Verbs   []string `json:"verbs"`
 }
 
 func (s *Server) endpoint(ctx context.Context, slug string) (*endpointView, error) {

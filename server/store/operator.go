@@ -57,6 +57,17 @@ func (o *Operator) HumanAdd(ctx context.Context, name string) ([]byte, error) {
 	return o.json(ctx, `SELECT switchboard.human_add($1)`, name)
 }
 
+// HumanSetOperator: switchboard.human_set_operator.
+func (o *Operator) HumanSetOperator(ctx context.Context, name string, operator bool) ([]byte, error) {
+	return o.json(ctx, `SELECT switchboard.human_set_operator($1, $2)`, name, operator)
+}
+
+// ConsoleInviteCreate: switchboard.console_invite_create — a one-time console sign-in link's
+// token, as its sha256, for ttl.
+func (o *Operator) ConsoleInviteCreate(ctx context.Context, human string, tokenHash []byte, ttl time.Duration) ([]byte, error) {
+	return o.json(ctx, `SELECT switchboard.console_invite_create($1, $2, $3)`, human, tokenHash, ttl)
+}
+
 // HumanExists reports whether a human of that name exists (ok false: the read failed).
 func (o *Operator) HumanExists(ctx context.Context, name string) (exists, ok bool) {
 	ok = o.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM switchboard.humans WHERE name = $1)`, name).Scan(&exists) == nil

@@ -40,7 +40,7 @@ func TestHumanAdd(t *testing.T) {
 	dsn := testdb.New(t)
 	conn := db(t, dsn)
 	h := ok[obj](t, dsn, "human", "add", "alice", "--json")
-	if len(h) != 2 || h["name"] != "alice" || !uuidRE.MatchString(h["id"].(string)) {
+	if len(h) != 3 || h["name"] != "alice" || h["operator"] != false || !uuidRE.MatchString(h["id"].(string)) {
 		t.Fatalf("human add = %v", h)
 	}
 	if id := scalar[string](t, conn, `SELECT id::text FROM switchboard.humans WHERE name = 'alice'`); id != h["id"] {
@@ -51,6 +51,50 @@ func TestHumanAdd(t *testing.T) {
 	refused(t, dsn, "human", "add", "")      // invalid name
 	if after := rowCounts(t, conn); after != before {
 		t.Fatalf("refused human add wrote: %s -> %s", before, after)
+	}
+}
+
+// Operator humans (console: they see everyone's rows) and one-time console sign-in links.
+func TestHumanOperatorAndInvite(t *testing.T) {
+	dsn := testdb.New(t)
+	conn := db(t, dsn)
+	if h := ok[obj](t, dsn, "human", "add", "op", "--operator", "--json"); h["operator"] != true {
+		t.Fatalf("human add --operator = %v", h)
+	}
+	ok[obj](t, dsn, "human", "add", "alice", "--json")
+	if h := ok[obj](t, dsn, "human", "set-operator", "alice", "--json"); h["operator"] != true {
+		t.Fatalf("set-operator = %v", h)
+	}
+	if h := ok[obj](t, dsn, "human", "set-operator", "alice", "--off", "--json"); h["operator"] != false {
+		t.Fatalf("set-operator --off = %v", h)
+	}
+	if !scalar[bool](t, conn, `SELECT operator FROM switchboard.humans WHERE name = 'op'`) {
+		t.Fatal("op is not an operator")
+	}
+	inv := ok[obj](t, dsn, "human", "invite", "alice", "--ttl", "2h", "--json")
+	u, _ := inv["url"].(string)
+	m := regexp.MustCompile(`^http://\S+/console/invite/([A-Za-z0-9_-]{43})$`).FindStringSubmatch(u)
+	if len(inv) != 3 || inv["human"] != "alice" || m == nil {
+		t.Fatalf("human invite = %v", inv)
+	}
+	exp, err := time.Parse(time.RFC3339, inv["expires_at"].(string))
+	if err != nil || exp.Before(time.Now().Add(time.Hour)) || exp.After(time.Now().Add(3*time.Hour)) {
+		t.Fatalf("expires_at %v: %v", inv["expires_at"], err)
+	}
+	// Stored hashed: the token's sha256, never the token.
+	sum := sha256.Sum256([]byte(m[1]))
+	if n := scalar[int](t, conn, `SELECT count(*) FROM switchboard.console_invites WHERE token_hash = $1 AND used_at IS NULL`, sum[:]); n != 1 {
+		t.Fatalf("%d invites stored under the token's sha256", n)
+	}
+	if n := scalar[int](t, conn, `SELECT count(*) FROM switchboard.console_invites WHERE encode(token_hash, 'escape') LIKE '%' || $1 || '%'`, m[1]); n != 0 {
+		t.Fatal("the invite token is stored in clear")
+	}
+	before := rowCounts(t, conn)
+	refused(t, dsn, "human", "invite", "nobody")
+	refused(t, dsn, "human", "invite", "alice", "--ttl", "0s")
+	refused(t, dsn, "human", "set-operator", "nobody")
+	if after := rowCounts(t, conn); after != before {
+		t.Fatalf("refused commands wrote: %s -> %s", before, after)
 	}
 }
 
@@ -494,6 +538,10 @@ func TestDemo(t *testing.T) {
 	}
 	if n := scalar[int](t, conn, `SELECT count(*) FROM switchboard.endpoints`); n != 1 {
 		t.Fatalf("%d endpoints after two demos, want 1", n)
+	}
+	// Each run prints a fresh one-time console link for the demo human.
+	if a, b := d1["console_invite"], d2["console_invite"]; a == b || !strings.Contains(a.(string), "/console/invite/") {
+		t.Fatalf("console invites %v, %v", a, b)
 	}
 	slug := d1["slug"].(string)
 	cred := d1["credential"].(string)

@@ -169,8 +169,10 @@ func scalar[T any](t *testing.T, conn *pgx.Conn, sql string, args ...any) T {
 func rowCounts(t *testing.T, conn *pgx.Conn) string {
 	t.Helper()
 	return scalar[string](t, conn, `
-		SELECT format('humans=%s agents=%s endpoints=%s revoked=%s todos=%s open=%s edges=%s approved=%s settings=%s',
+		SELECT format('humans=%s operators=%s invites=%s agents=%s endpoints=%s revoked=%s todos=%s open=%s edges=%s approved=%s settings=%s',
 		  (SELECT count(*) FROM switchboard.humans),
+		  (SELECT count(*) FROM switchboard.humans WHERE operator),
+		  (SELECT count(*) FROM switchboard.console_invites),
 		  (SELECT count(*) FROM switchboard.agents),
 		  (SELECT count(*) FROM switchboard.endpoints),
 		  (SELECT count(*) FROM switchboard.endpoints WHERE state = 'revoked'),
