@@ -240,7 +240,7 @@ func TestConsoleQueuesBrowser(t *testing.T) {
 		}
 		shots = abs
 	}
-	runNode(t, 240*time.Second, []string{
+	runNode(t, 600*time.Second, []string{
 		"SB_BASE=" + base, "SB_INVITE=" + base + "/console/invite/" + invite,
 		"SB_MCP_URL=" + e.url(ep), "SB_CRED=" + ep.Cred, "SB_WEBHOOK=" + hook.ID,
 		"SB_INGEST_URL=" + e.base + "/webhooks/w/" + token, "SB_MINTED=" + minted, "SB_PUSH_URL=" + pushes.URL, "SB_ROLLUP_URL=" + rollup.URL,

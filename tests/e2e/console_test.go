@@ -147,7 +147,7 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		shots = abs
 	}
-	runNode(t, 240*time.Second, []string{
+	runNode(t, 600*time.Second, []string{
 		"SB_BASE=" + base, "SB_INVITE_ALICE=" + base + "/console/invite/" + aliceInvite,
 		"SB_INVITE_BOB=" + base + "/console/invite/" + bobInvite, "SB_INVITE_ALICE2=" + base + "/console/invite/" + aliceInvite2, "SB_PUSH_URL=" + hook.URL,
 		"SB_CHROMIUM=" + chromiumBin(t), "SB_SHOTS=" + shots,
