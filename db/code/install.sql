@@ -37,6 +37,7 @@ SET LOCAL check_function_bodies = on;
 {{ template "secrets.sql" . }}
 {{ template "routes.sql" . }}
 {{ template "rules.sql" . }}
+{{ template "events.sql" . }}
 {{ template "views.sql" . }}
 
 -- Step 2: what left the package. A catalogue row written by this transaction (or one of its
