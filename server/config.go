@@ -68,6 +68,10 @@ type Config struct {
 	// private or loopback addresses), SWITCHBOARD_OAUTH_CA_FILE (PEM CAs trusted besides the
 	// system's for those documents), SWITCHBOARD_OAUTH_REGISTRATIONS_PER_MINUTE (default 30).
 	OAuth oauth.Options
+	// EventsAllowPrivateCallbacks (SWITCHBOARD_EVENTS_ALLOW_PRIVATE_CALLBACKS=1) lets MCP
+	// Events webhook callbacks use loopback and private addresses and plain http: for tests
+	// and private deployments; off by default (docs/events.md).
+	EventsAllowPrivateCallbacks bool
 }
 
 // DefaultConfig is the configuration with every default applied.
@@ -205,6 +209,7 @@ func ConfigFromEnv() (Config, error) {
 		c.OAuth.AccessTTL = d
 	}
 	c.OAuth.AllowPrivateClients = os.Getenv("SWITCHBOARD_OAUTH_ALLOW_PRIVATE_CLIENTS") == "1"
+	c.EventsAllowPrivateCallbacks = os.Getenv("SWITCHBOARD_EVENTS_ALLOW_PRIVATE_CALLBACKS") == "1"
 	if v := os.Getenv("SWITCHBOARD_OAUTH_CA_FILE"); v != "" {
 		pem, err := os.ReadFile(v)
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
+	"switchboard/server/events"
 	"switchboard/server/httpx"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
@@ -46,6 +47,8 @@ type Server struct {
 	tools   *mcpapi.Registry
 	bell    *doorbell.Bell
 	mcp     *mcpapi.Handler
+	events  *events.Runner
+	hooks   *events.Client
 	mux     *http.ServeMux
 	handler http.Handler
 
@@ -97,6 +100,8 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		Help: "HTTP requests being served (MCP GET and listen streams excepted): each holds its body and decoded arguments.",
 	}, func() float64 { return float64(s.inflight.Load()) }))
 	revocations := revocation.New(s.onRevoked)
+	s.hooks = events.NewClient(cfg.EventsAllowPrivateCallbacks)
+	s.events = events.NewRunner(s.store, s.hooks, log, s.metrics.Registry)
 	s.bell = doorbell.New(s.store, doorbell.Config{
 		Window:      cfg.DoorbellWindow,
 		Revocations: revocations,
@@ -191,6 +196,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.bell.Start()
 	s.mcp.Start()
+	s.events.Start()
 	// The CLI prints MCP URLs from this record; a server that cannot write it still serves.
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := s.store.RecordBaseURL(rctx, s.baseURL); err != nil {
@@ -225,6 +231,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	reap.stop()
+	s.events.Stop()
 	s.bell.Close()
 	s.mcp.Close()
 	// Left now: connections with no request (Shutdown waits up to 5 s for ones that never sent

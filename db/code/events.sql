@@ -306,8 +306,9 @@ DECLARE
     v_from timestamptz;
     v_n    int;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock(hashtext('switchboard.events_record')) THEN
-        RETURN 0;
+    IF NOT EXISTS (SELECT 1 FROM switchboard.event_interest)
+       OR NOT pg_try_advisory_xact_lock(hashtext('switchboard.events_record')) THEN
+        RETURN 0; -- nobody uses events: the tick costs one probe
     END IF;
     SELECT * INTO r FROM switchboard.event_recorder;
     IF pg_snapshot_xmin(v_snap) >= r.next_xmax THEN
@@ -497,7 +498,8 @@ DECLARE
     v_k     int;
     h       record;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock(hashtext('switchboard.events_fanout')) THEN
+    IF NOT EXISTS (SELECT 1 FROM switchboard.event_hooks)
+       OR NOT pg_try_advisory_xact_lock(hashtext('switchboard.events_fanout')) THEN
         RETURN 0;
     END IF;
     -- Only subscriptions with something after their position: one probe per kind first.
