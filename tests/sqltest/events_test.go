@@ -111,7 +111,6 @@ func TestEventsRefusals(t *testing.T) {
 	}
 }
 
-
 // The must-show: a producer holds its transaction open after it took its sequence
 // value while a later one commits; a poll in between must not step past the held event.
 func TestEventsHeldTransactionIsNotSkipped(t *testing.T) {
