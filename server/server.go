@@ -34,6 +34,8 @@ import (
 	"switchboard/server/revocation"
 	"switchboard/server/rules"
 	"switchboard/server/store"
+	"switchboard/server/todotools"
+	"switchboard/server/tool"
 	"switchboard/server/webhooktools"
 )
 
@@ -44,7 +46,7 @@ type Server struct {
 	log     *slog.Logger
 	store   *store.Store
 	metrics *metrics.Metrics
-	tools   *mcpapi.Registry
+	tools   *tool.Registry
 	bell    *doorbell.Bell
 	mcp     *mcpapi.Handler
 	events  *events.Runner
@@ -90,10 +92,10 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		log:     log,
 		store:   store.New(pool),
 		metrics: metrics.New(),
-		tools:   &mcpapi.Registry{},
+		tools:   &tool.Registry{},
 		mux:     http.NewServeMux(),
 	}
-	s.tools.Add(mcpapi.TodoTools()...)
+	s.tools.Add(todotools.Tools()...)
 	s.tools.Add(webhooktools.Tools(webhooktools.New(s.store, s.baseURL))...)
 	s.metrics.Registry.MustRegister(newDepthCollector(s.store), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchboard_http_requests_in_flight",
@@ -146,7 +148,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Tools is the MCP tool registry: add tool families before Serve.
-func (s *Server) Tools() *mcpapi.Registry { return s.tools }
+func (s *Server) Tools() *tool.Registry { return s.tools }
 
 // Metrics are the server's Prometheus collectors (shared with the webhook receiver).
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }

@@ -10,7 +10,8 @@
 // endpoint (UserID: a session answers only to its own endpoint's credentials) and carries the
 // request's own data (Extra, see request) to the tool handlers in RequestExtra. Each endpoint
 // is served by the mcp.Server of its allowlist, holding exactly those tools (shared by the
-// endpoints with the same allowlist).
+// endpoints with the same allowlist) from the tool.Registry it was given (server/tool; the
+// families are server/todotools and server/webhooktools).
 package mcpapi
 
 import (
@@ -38,6 +39,7 @@ import (
 	"switchboard/server/metrics"
 	"switchboard/server/revocation"
 	"switchboard/server/store"
+	"switchboard/server/tool"
 )
 
 // MaxBody caps every /mcp/* request body (contract §4.1).
@@ -59,7 +61,7 @@ const Instructions = "Switchboard work queue. Drain it in a loop: claim_next {wa
 // Options configure a Handler.
 type Options struct {
 	Store   *store.Store
-	Tools   *Registry
+	Tools   *tool.Registry
 	Bell    *doorbell.Bell // nil: no doorbell
 	Log     *slog.Logger
 	Metrics *metrics.Metrics
@@ -118,7 +120,7 @@ func New(o Options) *Handler {
 		o.Metrics = metrics.New()
 	}
 	if o.Tools == nil {
-		o.Tools = &Registry{}
+		o.Tools = &tool.Registry{}
 	}
 	if o.Limits == (Limits{}) {
 		o.Limits = DefaultLimits()
@@ -239,17 +241,17 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return // the access log is off: build nothing
 		}
 		rq.mu.Lock()
-		attrs := []any{"method", r.Method, "path", "/mcp/" + printable(r.PathValue("slug")), "status", w.Status,
+		attrs := []any{"method", r.Method, "path", "/mcp/" + tool.Printable(r.PathValue("slug")), "status", w.Status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000}
 		if rq.endpoint != "" {
 			attrs = append(attrs, "endpoint_id", rq.endpoint)
 		}
 		// Which protocol a client speaks, and on 2026-07-28 what it asked (Mcp-Method).
 		if v := r.Header.Get(versionHeader); v != "" {
-			attrs = append(attrs, "protocol_version", printable(v))
+			attrs = append(attrs, "protocol_version", tool.Printable(v))
 		}
 		if m := r.Header.Get("Mcp-Method"); m != "" {
-			attrs = append(attrs, "mcp_method", printable(m))
+			attrs = append(attrs, "mcp_method", tool.Printable(m))
 		}
 		if rq.verb != "" {
 			attrs = append(attrs, "verb", rq.verb, "code", rq.code)

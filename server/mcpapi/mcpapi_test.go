@@ -1,18 +1,13 @@
 package mcpapi
 
 import (
-	"context"
-	"encoding/json"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/time/rate"
 
 	"switchboard/server/store"
-	"switchboard/tests/testdb"
 )
 
 func TestParseRate(t *testing.T) {
@@ -46,37 +41,6 @@ func TestBucketsSayWhenToRetry(t *testing.T) {
 	}
 }
 
-func TestValidateMessages(t *testing.T) {
-	var reg Registry
-	reg.Add(TodoTools()...)
-	var claim *compiledTool
-	for _, c := range reg.tools {
-		if c.Name == "claim" {
-			claim = c
-		}
-	}
-	cases := map[string]string{
-		`[]`:                                "arguments must be a JSON object",
-		`"x"`:                               "arguments must be a JSON object",
-		`{`:                                 "arguments must be a JSON object",
-		`{}`:                                `missing required argument "id"`,
-		`{"id":"a","x\nyz":1}`:              `unknown argument "x yz"`,
-		`{"id":"a","require_fence":1}`:      `argument "require_fence" has an invalid value`,
-		`{"id":"a","lease_ttl_seconds":-1}`: "",
-		`null`:                              `missing required argument "id"`,
-	}
-	for in, want := range cases {
-		_, err := claim.validate(json.RawMessage(in))
-		got := ""
-		if err != nil {
-			got = err.Message
-		}
-		if got != want {
-			t.Errorf("validate(%s) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestIsLoopback(t *testing.T) {
 	for _, h := range []string{"127.0.0.1:80", "localhost", "[::1]:8080", "::1", "LOCALHOST:1"} {
 		if !isLoopback(h) {
@@ -86,32 +50,6 @@ func TestIsLoopback(t *testing.T) {
 	for _, h := range []string{"example.com", "10.0.0.1:80", "localhost.evil.com", ""} {
 		if isLoopback(h) {
 			t.Errorf("%s loopback", h)
-		}
-	}
-}
-
-// The vocabulary mirrors switchboard.verbs, and every registered tool is in it.
-func TestVocabularyMatchesDatabase(t *testing.T) {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	rows, _ := conn.Query(ctx, `SELECT name FROM switchboard.verbs ORDER BY name`)
-	db, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours := slices.Sorted(slices.Values(Vocabulary))
-	if !slices.Equal(db, ours) {
-		t.Fatalf("switchboard.verbs %v\nVocabulary      %v", db, ours)
-	}
-	var reg Registry
-	reg.Add(TodoTools()...)
-	for _, n := range reg.Names() {
-		if !slices.Contains(Vocabulary, n) {
-			t.Errorf("tool %s is not a verb", n)
 		}
 	}
 }
@@ -129,30 +67,5 @@ func TestRevokedEndpointStaysClosed(t *testing.T) {
 	h.Revoke(ep.ID)
 	if e, status := h.acquire(ep); e != nil || status != http.StatusUnauthorized {
 		t.Fatalf("acquire after revocation: %v %d, want 401", e, status)
-	}
-}
-
-// A tool without a title or an Effect (its four hints) is refused at registration.
-func TestAddRefusesToolWithoutTitleOrEffect(t *testing.T) {
-	run := func(context.Context, *Call, json.RawMessage) (json.RawMessage, error) { return nil, nil }
-	for _, tool := range []Tool{
-		{Name: "no_title", Effect: ReadOnly, Input: Object(nil), Run: run},
-		{Name: "no_effect", Title: "No effect", Input: Object(nil), Run: run},
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: registered", tool.Name)
-				}
-			}()
-			var r Registry
-			r.Add(tool)
-		}()
-	}
-	var r Registry
-	r.Add(Tool{Name: "fine", Title: "Fine", Effect: Settles, Input: Object(nil), Run: run})
-	a := r.Published()[0].Annotations
-	if a.Title != "Fine" || a.ReadOnlyHint || *a.DestructiveHint || !a.IdempotentHint || *a.OpenWorldHint {
-		t.Errorf("annotations %+v", a)
 	}
 }

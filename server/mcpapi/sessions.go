@@ -12,6 +12,7 @@ import (
 
 	"switchboard/server/doorbell"
 	"switchboard/server/store"
+	"switchboard/server/tool"
 )
 
 const (
@@ -114,8 +115,8 @@ func (h *Handler) newEntry(ep store.Endpoint) *endpointEntry {
 // server per distinct allowlist vended. h.mu must be held.
 func (h *Handler) serverFor(verbs []string) *mcp.Server {
 	var key strings.Builder
-	var tools []*compiledTool
-	for _, t := range h.o.Tools.tools {
+	var tools []*tool.Registered
+	for _, t := range h.o.Tools.Tools() {
 		if slices.Contains(verbs, t.Name) {
 			tools = append(tools, t)
 			key.WriteString(t.Name)
@@ -139,7 +140,7 @@ func (h *Handler) serverFor(verbs []string) *mcp.Server {
 	allowed := map[string]bool{}
 	for _, t := range tools {
 		allowed[t.Name] = true
-		srv.AddTool(t.mcpTool, h.toolHandler(t))
+		srv.AddTool(t.MCP(), h.toolHandler(t))
 	}
 	srv.AddReceivingMiddleware(h.bindSession, h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.serveListenChannel)
 	srv.AddSendingMiddleware(h.afterAck)
@@ -215,7 +216,7 @@ func (h *Handler) forbidOutsideAllowlist(allowed map[string]bool) mcp.Middleware
 				return next(ctx, method, req)
 			}
 			call, ok := req.(*mcp.CallToolRequest)
-			if !ok || allowed[call.Params.Name] || !slices.Contains(Vocabulary, call.Params.Name) {
+			if !ok || allowed[call.Params.Name] || !slices.Contains(tool.Vocabulary, call.Params.Name) {
 				return next(ctx, method, req)
 			}
 			e := entryFor(call.Extra)
@@ -230,7 +231,7 @@ func (h *Handler) forbidOutsideAllowlist(allowed map[string]bool) mcp.Middleware
 }
 
 // toolHandler wraps a tool's Run: rate limit, validation, timeout, error shape, accounting.
-func (h *Handler) toolHandler(t *compiledTool) mcp.ToolHandler {
+func (h *Handler) toolHandler(t *tool.Registered) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
 		h.m.ToolCallsInFlight.Inc()
@@ -245,11 +246,11 @@ func (h *Handler) toolHandler(t *compiledTool) mcp.ToolHandler {
 		bs.Called() // a session that calls tools is draining its queue (doorbell again.go)
 		serr := e.buckets.take(t.Webhook)
 		if serr == nil {
-			args, verr := t.validate(req.Params.Arguments)
+			args, verr := t.Validate(req.Params.Arguments)
 			if verr != nil {
 				serr = verr
 			} else {
-				call := &Call{Endpoint: e.ep, Store: h.o.Store, Log: h.log, BaseURL: h.o.BaseURL}
+				call := &tool.Call{Endpoint: e.ep, Store: h.o.Store, Log: h.log, BaseURL: h.o.BaseURL}
 				if req.Session != nil {
 					call.Session = req.Session.ID()
 				}
@@ -300,6 +301,22 @@ func (h *Handler) account(rec *request, e *endpointEntry, verb string, serr *sto
 	h.m.ToolSeconds.WithLabelValues(verb).Observe(time.Since(start).Seconds())
 	if rec != nil {
 		rec.set(verb, code)
+	}
+}
+
+// okResult is a successful tool result: the JSON as structured content and as text.
+func okResult(out json.RawMessage) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(out)}},
+		StructuredContent: out,
+	}
+}
+
+// errorResult is a tool failure: isError and one text "<code>: <message>".
+func errorResult(e *store.Error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: e.Code + ": " + e.Message}},
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"switchboard/server"
-	"switchboard/server/mcpapi"
+	"switchboard/server/tool"
 	"switchboard/tests/e2e/agentclient"
 )
 
@@ -98,7 +98,7 @@ func TestToolsListIsTheAllowlist(t *testing.T) {
 		}
 	}
 	for _, v := range got {
-		if !slices.Contains(mcpapi.Vocabulary, v) {
+		if !slices.Contains(tool.Vocabulary, v) {
 			t.Fatalf("tools/list offers %s, not a verb", v)
 		}
 	}

@@ -314,7 +314,7 @@ func TestHostileTable(t *testing.T) {
 }
 
 // A remove_webhook_route refused for the NUL (or lone surrogate, or bytes that are not UTF-8) in
-// its target id changes nothing: the refusal happens before any SQL (mcpapi's argument check),
+// its target id changes nothing: the refusal happens before any SQL (server/tool's argument check),
 // so the route stays, and every table, the doorbell's and the refusal counts included, reads the
 // same afterwards. The server's own writers (reaper, purge) are off here: a drill that finds a
 // row changed beside such a refusal is seeing one of them (reap() requeues expired leases and

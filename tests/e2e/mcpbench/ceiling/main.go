@@ -22,7 +22,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"switchboard/server"
-	"switchboard/server/mcpapi"
+	"switchboard/server/todotools"
+	"switchboard/server/tool"
 )
 
 func main() {
@@ -36,8 +37,8 @@ func main() {
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "ceiling", Version: "bench"}, nil)
 	var seq atomic.Uint64
-	var reg mcpapi.Registry
-	reg.Add(mcpapi.TodoTools()...)
+	var reg tool.Registry
+	reg.Add(todotools.Tools()...)
 	for _, t := range reg.Published() {
 		if t.Name != "claim_next" && t.Name != "complete" {
 			continue

@@ -1,4 +1,4 @@
-package mcpapi
+package tool
 
 import (
 	"github.com/google/jsonschema-go/jsonschema"

@@ -1,4 +1,9 @@
-package mcpapi
+// Package tool is the model of an agent's MCP tool, shared by every tool family
+// (server/todotools, server/webhooktools) and the MCP handler that serves them (server/mcpapi):
+// a Tool (a verb of switchboard.verbs with its schemas, Effect and Run), the Call a Run gets,
+// the Registry the server adds each family to, the schema helpers the families write their
+// schemas with, and the validation of a call's arguments against its schema.
+package tool
 
 import (
 	"bytes"
@@ -75,29 +80,29 @@ type Call struct {
 	WaitMax  time.Duration
 	Progress func(ctx context.Context, progress, total float64, message string)
 
-	// attach, when Bell is nil (a 2026-07-28 request has no session), registers the call with
+	// Attach, when Bell is nil (a 2026-07-28 request has no session), registers the call with
 	// the doorbell for the length of one wait; the caller closes what it returns.
-	attach func() *doorbell.Session
+	Attach func() *doorbell.Session
 }
 
 // Registry holds the tools the server offers. Add every family before serving.
 type Registry struct {
-	tools []*compiledTool
+	tools []*Registered
 }
 
 // Add registers tools; it panics on a malformed definition (a programming error).
 func (r *Registry) Add(tools ...Tool) {
 	for _, t := range tools {
 		if t.Name == "" || t.Run == nil || t.Input == nil || t.Input.Type != "object" {
-			panic(fmt.Sprintf("mcpapi: tool %q needs a name, Run and an object input schema", t.Name))
+			panic(fmt.Sprintf("tool: tool %q needs a name, Run and an object input schema", t.Name))
 		}
 		// The connector directories want a title and every hint on every tool; a name is at
 		// most 64 characters there.
 		if t.Title == "" || !t.Effect.set || len(t.Name) > 64 {
-			panic(fmt.Sprintf("mcpapi: tool %q needs a title, an Effect and a name of at most 64 characters", t.Name))
+			panic(fmt.Sprintf("tool: tool %q needs a title, an Effect and a name of at most 64 characters", t.Name))
 		}
-		if slices.ContainsFunc(r.tools, func(c *compiledTool) bool { return c.Name == t.Name }) {
-			panic(fmt.Sprintf("mcpapi: tool %q registered twice", t.Name))
+		if slices.ContainsFunc(r.tools, func(c *Registered) bool { return c.Name == t.Name }) {
+			panic(fmt.Sprintf("tool: tool %q registered twice", t.Name))
 		}
 		r.tools = append(r.tools, compile(t))
 	}
@@ -112,6 +117,9 @@ func (r *Registry) Names() []string {
 	return out
 }
 
+// Tools are the registered tools, in the order added.
+func (r *Registry) Tools() []*Registered { return r.tools }
+
 // Published is what tools/list shows for an endpoint granted every verb.
 func (r *Registry) Published() []*mcp.Tool {
 	out := make([]*mcp.Tool, len(r.tools))
@@ -121,24 +129,24 @@ func (r *Registry) Published() []*mcp.Tool {
 	return out
 }
 
-// compiledTool is a Tool with its schemas resolved once.
-type compiledTool struct {
+// Registered is a Tool as the Registry holds it: its schemas resolved and marshalled once.
+type Registered struct {
 	Tool
 	mcpTool  *mcp.Tool
 	resolved *jsonschema.Resolved
 	props    map[string]*jsonschema.Resolved
 }
 
-func compile(t Tool) *compiledTool {
+func compile(t Tool) *Registered {
 	res, err := t.Input.Resolve(nil)
 	if err != nil {
-		panic(fmt.Sprintf("mcpapi: tool %q input schema: %v", t.Name, err))
+		panic(fmt.Sprintf("tool: tool %q input schema: %v", t.Name, err))
 	}
 	props := map[string]*jsonschema.Resolved{}
 	for name, p := range t.Input.Properties {
 		pr, err := p.Resolve(nil)
 		if err != nil {
-			panic(fmt.Sprintf("mcpapi: tool %q property %q: %v", t.Name, name, err))
+			panic(fmt.Sprintf("tool: tool %q property %q: %v", t.Name, name, err))
 		}
 		props[name] = pr
 	}
@@ -151,21 +159,24 @@ func compile(t Tool) *compiledTool {
 	if t.Output != nil {
 		mt.OutputSchema = mustJSON(t.Name, t.Output)
 	}
-	return &compiledTool{Tool: t, mcpTool: mt, resolved: res, props: props}
+	return &Registered{Tool: t, mcpTool: mt, resolved: res, props: props}
 }
 
 // mustJSON is a tool's schema as JSON; the schemas are written here, so an error is a bug.
 func mustJSON(tool string, s *jsonschema.Schema) json.RawMessage {
 	b, err := json.Marshal(s)
 	if err != nil {
-		panic(fmt.Sprintf("mcpapi: tool %q schema: %v", tool, err))
+		panic(fmt.Sprintf("tool: tool %q schema: %v", tool, err))
 	}
 	return b
 }
 
-// validate checks raw arguments against the input schema and returns them as an object.
+// MCP is the tool as tools/list shows it.
+func (t *Registered) MCP() *mcp.Tool { return t.mcpTool }
+
+// Validate checks raw arguments against the input schema and returns them as an object.
 // The refusal names the offending argument, never echoes a value.
-func (t *compiledTool) validate(raw json.RawMessage) (json.RawMessage, *store.Error) {
+func (t *Registered) Validate(raw json.RawMessage) (json.RawMessage, *store.Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = json.RawMessage(`{}`)
@@ -199,7 +210,7 @@ func (t *compiledTool) validate(raw json.RawMessage) (json.RawMessage, *store.Er
 	slices.Sort(keys)
 	for _, k := range keys {
 		if _, known := t.props[k]; !known {
-			return nil, store.Errorf(store.CodeInvalidArgument, "unknown argument %q", printable(k))
+			return nil, store.Errorf(store.CodeInvalidArgument, "unknown argument %q", Printable(k))
 		}
 	}
 	for _, k := range t.Input.Required {
@@ -219,7 +230,7 @@ func (t *compiledTool) validate(raw json.RawMessage) (json.RawMessage, *store.Er
 // bytes that are not UTF-8): in a free-form JSON value (a result, a payload, params) it is
 // replaced by U+FFFD, as in a delivery; anywhere else (ids, queues, filters, expressions) it
 // cannot be what the caller meant, and is invalid_argument.
-func (t *compiledTool) sanitize(raw json.RawMessage) (json.RawMessage, error) {
+func (t *Registered) sanitize(raw json.RawMessage) (json.RawMessage, error) {
 	var args map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
 		return nil, store.Errorf(store.CodeInvalidArgument, "arguments must be a JSON object")
@@ -233,7 +244,7 @@ func (t *compiledTool) sanitize(raw json.RawMessage) (json.RawMessage, error) {
 		}
 		if p := t.Input.Properties[k]; p == nil || !isAnyJSON(p) {
 			return nil, store.Errorf(store.CodeInvalidArgument,
-				"argument %q holds a NUL, an unpaired surrogate or bytes that are not UTF-8", printable(k))
+				"argument %q holds a NUL, an unpaired surrogate or bytes that are not UTF-8", Printable(k))
 		}
 		out[k] = safejson.Sanitize(v)
 	}
@@ -245,9 +256,9 @@ func isAnyJSON(s *jsonschema.Schema) bool {
 	return s.Type == "" && len(s.AnyOf) == 6 && s.AnyOf[0].Type == "object" && s.AnyOf[5].Type == "null"
 }
 
-// printable shortens a caller-supplied name for a message: at most 64 bytes, no control
-// characters.
-func printable(s string) string {
+// Printable shortens a caller-supplied name for a message or a log line: at most 64 bytes, no
+// control characters.
+func Printable(s string) string {
 	if len(s) > 64 {
 		s = s[:64]
 		for !utf8.ValidString(s) {
@@ -261,22 +272,6 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// okResult is a successful tool result: the JSON as structured content and as text.
-func okResult(out json.RawMessage) *mcp.CallToolResult {
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(out)}},
-		StructuredContent: out,
-	}
-}
-
-// errorResult is a tool failure: isError and one text "<code>: <message>".
-func errorResult(e *store.Error) *mcp.CallToolResult {
-	return &mcp.CallToolResult{
-		IsError: true,
-		Content: []mcp.Content{&mcp.TextContent{Text: e.Code + ": " + e.Message}},
-	}
 }
 
 // Vocabulary is the verb vocabulary of contract §3 (the table switchboard.verbs). A call of one

@@ -1,4 +1,4 @@
-package mcpapi
+package todotools
 
 // Batches (contract §12): claim_next with max, and complete, fail and release with items. The
 // batch is one SQL call (switchboard.claim_next_many, complete_many, fail_many, release_many):
@@ -11,6 +11,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"switchboard/server/store"
+	"switchboard/server/tool"
 )
 
 // batchAdvice is what the descriptions tell an agent about batching.
@@ -30,7 +31,7 @@ func claimNextProps() map[string]*jsonschema.Schema {
 
 // withTodos documents claim_next's answer with max.
 func withTodos(s *jsonschema.Schema) *jsonschema.Schema {
-	s.Properties["todos"] = ArrayOf(todoSchema("payload", "routing", "lease_token"),
+	s.Properties["todos"] = tool.ArrayOf(todoSchema("payload", "routing", "lease_token"),
 		"with max: the claimed todos, oldest first, each with its own lease (and lease_token when fenced)")
 	return s
 }
@@ -39,14 +40,14 @@ func withTodos(s *jsonschema.Schema) *jsonschema.Schema {
 // required (exactly one of id and items, checked at run time).
 func withItems(s *jsonschema.Schema, withResult bool) *jsonschema.Schema {
 	props := map[string]*jsonschema.Schema{
-		"id":          String("todo id"),
+		"id":          tool.String("todo id"),
 		"lease_token": leaseToken(),
 	}
 	if withResult {
-		props["result"] = AnyJSON("any JSON result to store with this todo")
+		props["result"] = tool.AnyJSON("any JSON result to store with this todo")
 	}
 	one, most := 1, store.MaxBatch
-	items := ArrayOf(Object(props, "id"), "instead of id: 1-50 todos you hold, each finished on its own "+
+	items := tool.ArrayOf(tool.Object(props, "id"), "instead of id: 1-50 todos you hold, each finished on its own "+
 		"(one item's refusal does not stop the others); the answer is {results: [...]} in this order. Not with next")
 	items.MinItems, items.MaxItems = &one, &most
 	s.Properties["items"] = items
@@ -56,12 +57,12 @@ func withItems(s *jsonschema.Schema, withResult bool) *jsonschema.Schema {
 
 // withResults lets the output of complete, fail and release be a batch's too.
 func withResults(s *jsonschema.Schema) *jsonschema.Schema {
-	s.Properties["results"] = ArrayOf(Out(map[string]*jsonschema.Schema{
-		"id":      String("the id as given"),
-		"ok":      Boolean("whether this item was done"),
+	s.Properties["results"] = tool.ArrayOf(tool.Out(map[string]*jsonschema.Schema{
+		"id":      tool.String("the id as given"),
+		"ok":      tool.Boolean("whether this item was done"),
 		"todo":    todoSchema(),
-		"code":    String("the refusal's code when not ok: not_found, forbidden or conflict"),
-		"message": String("the refusal's message when not ok"),
+		"code":    tool.String("the refusal's code when not ok: not_found, forbidden or conflict"),
+		"message": tool.String("the refusal's message when not ok"),
 	}, "id", "ok"), "with items: one result per item, in the order given")
 	s.Required = nil // a todo, or {results} with items
 	return s
@@ -73,7 +74,7 @@ type claimNextIn struct {
 }
 
 // finishItems is complete, fail or release with items.
-func (c *Call) finishItems(ctx context.Context, op store.Op, in finishIn) (json.RawMessage, error) {
+func finishItems(ctx context.Context, c *tool.Call, op store.Op, in finishIn) (json.RawMessage, error) {
 	switch {
 	case in.ID != "":
 		return nil, store.Errorf(store.CodeInvalidArgument, "give id or items, not both")
