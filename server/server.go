@@ -122,6 +122,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		Limits:      cfg.Limits,
 		SessionIdle: cfg.SessionIdle,
 		MaxSessions: cfg.MaxSessionsPerEndpoint,
+		Callbacks:   s.hooks,
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
 	s.mux.Handle("POST /webhooks/w/{token}", receiver.New(s.store, log, rules.NewCache(1024), s.metrics.Ingest).

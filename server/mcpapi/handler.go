@@ -35,6 +35,7 @@ import (
 
 	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
+	"switchboard/server/events"
 	"switchboard/server/httpx"
 	"switchboard/server/metrics"
 	"switchboard/server/revocation"
@@ -79,6 +80,8 @@ type Options struct {
 	Version     string // server version reported by initialize
 	// Revocations is the revocation feed (nil: none; every request is checked in the database).
 	Revocations *revocation.Feed
+	// Callbacks posts MCP Events verification challenges (nil: webhook delivery unsupported).
+	Callbacks *events.Client
 }
 
 // Handler serves /mcp/{slug}. Mount it with a pattern that binds {slug}, e.g. "/mcp/{slug}".

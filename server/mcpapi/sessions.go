@@ -126,13 +126,16 @@ func (h *Handler) serverFor(verbs []string) *mcp.Server {
 	if srv := h.servers[key.String()]; srv != nil {
 		return srv
 	}
+	caps := &mcp.ServerCapabilities{
+		Experimental: map[string]any{channelCap: map[string]any{}},
+		Tools:        &mcp.ToolCapabilities{ListChanged: true},
+		Resources:    &mcp.ResourceCapabilities{Subscribe: true},
+	}
+	caps.AddExtension(eventsExtension, nil)
+	caps.Events = &mcp.EventsCapabilities{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "switchboard", Version: h.o.Version}, &mcp.ServerOptions{
-		Instructions: Instructions,
-		Capabilities: &mcp.ServerCapabilities{
-			Experimental: map[string]any{channelCap: map[string]any{}},
-			Tools:        &mcp.ToolCapabilities{ListChanged: true},
-			Resources:    &mcp.ResourceCapabilities{Subscribe: true},
-		},
+		Instructions:       Instructions,
+		Capabilities:       caps,
 		SubscribeHandler:   subscribed,
 		UnsubscribeHandler: unsubscribed,
 		SetCacheable:       cacheable,
@@ -142,7 +145,9 @@ func (h *Handler) serverFor(verbs []string) *mcp.Server {
 		allowed[t.Name] = true
 		srv.AddTool(t.MCP(), h.toolHandler(t))
 	}
-	srv.AddReceivingMiddleware(h.bindSession, h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.serveListenChannel)
+	addEvents(srv)
+	srv.AddReceivingMiddleware(h.bindSession, h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.serveListenChannel,
+		without2025Events, h.serveEvents)
 	srv.AddSendingMiddleware(h.afterAck)
 	h.servers[key.String()] = srv
 	return srv
