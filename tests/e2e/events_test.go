@@ -264,3 +264,18 @@ func TestEventsCallbackRefusals(t *testing.T) {
 		t.Fatalf("%d requests reached the loopback receiver", hits.Load())
 	}
 }
+
+// TestAISDKEvents runs tests/ts/events.test.mjs: @ai-sdk/mcp 2.0.99's own MCP Events client and
+// webhook handler against a server that allows loopback callbacks.
+func TestAISDKEvents(t *testing.T) {
+	e := newEnv(t, allowPrivateCallbacks)
+	ep := e.vend("aisdk", []string{"inbox"}, nil)
+	e.exec(`UPDATE switchboard.endpoints SET webhook_max = 1, webhook_sources = '{github}', webhook_queues = '{inbox}' WHERE id = $1`, ep.ID)
+	token := "tok_" + strings.Repeat(ep.ID[:8], 5)
+	secret := "ghsecret-" + ep.ID
+	e.exec(`SELECT switchboard.webhook_create($1, 'github', 'inbox', $2, $3)`, ep.ID, token, secret)
+	runNode(t, 90*time.Second, []string{
+		"SB_MCP_URL=" + e.url(ep), "SB_CREDENTIAL=" + ep.Cred, "SB_PUSH_URL=" + e.pushHook(t, ep),
+		"SB_GITHUB_URL=" + e.base + "/webhooks/w/" + token, "SB_GITHUB_SECRET=" + secret,
+	}, "--test", "--test-reporter=spec", "events.test.mjs")
+}
