@@ -125,8 +125,11 @@ type receiver struct {
 	events  []map[string]any
 	ids     []string
 	hits    atomic.Int32
-	fail503 atomic.Int32 // answer 503 to this many event POSTs first
 	bad     atomic.Int32 // signature failures
+	failed  atomic.Int32 // event POSTs answered 503
+	// down: answer 503 to event POSTs for this long after the first one (guarded by mu)
+	down       time.Duration
+	firstEvent time.Time
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -159,8 +162,14 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"challenge": v["challenge"]})
 		return
 	}
-	if r.fail503.Load() > 0 {
-		r.fail503.Add(-1)
+	r.mu.Lock()
+	if r.down > 0 && r.firstEvent.IsZero() {
+		r.firstEvent = time.Now()
+	}
+	failing := r.down > 0 && time.Since(r.firstEvent) < r.down
+	r.mu.Unlock()
+	if failing {
+		r.failed.Add(1)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
@@ -177,8 +186,9 @@ func (r *receiver) received() ([]map[string]any, []string) {
 	return append([]map[string]any(nil), r.events...), append([]string(nil), r.ids...)
 }
 
-// Webhook delivery end to end on two replicas: verification, a signed event per todo, 503s
-// retried, and no event sent twice (the outbox is drained with SKIP LOCKED).
+// Webhook delivery end to end on two replicas: verification, a signed event per todo, a
+// receiver down (503) for 5 s still gets every event (retried), and no event is sent twice
+// (the outbox is drained with SKIP LOCKED).
 func TestEventsWebhookDelivery(t *testing.T) {
 	e := newEnv(t, allowPrivateCallbacks)
 	e.startServer(allowPrivateCallbacks) // a second replica drains the same outbox
@@ -199,7 +209,9 @@ func TestEventsWebhookDelivery(t *testing.T) {
 		t.Fatalf("refresh: %v (hits %d)", again, rc.hits.Load())
 	}
 
-	rc.fail503.Store(2) // the first two event POSTs fail: retried with backoff (1 s, 5 s)
+	rc.mu.Lock()
+	rc.down = 5 * time.Second // the receiver is down for 5 s: retried with backoff (1 s, 5 s)
+	rc.mu.Unlock()
 	var ids []string
 	for i := range 5 {
 		ids = append(ids, e.push(ep, "inbox", "t"+strconv.Itoa(i)))
@@ -217,8 +229,8 @@ func TestEventsWebhookDelivery(t *testing.T) {
 			t.Errorf("event %d: %v (webhook-id %s)", i, ev, hdrIDs[i])
 		}
 	}
-	if len(evs) != 5 || rc.bad.Load() != 0 {
-		t.Fatalf("received %d events, %d bad signatures", len(evs), rc.bad.Load())
+	if len(evs) != 5 || rc.bad.Load() != 0 || rc.failed.Load() == 0 {
+		t.Fatalf("received %d events, %d bad signatures, %d answered 503", len(evs), rc.bad.Load(), rc.failed.Load())
 	}
 	for _, id := range ids {
 		if !seen["todo_"+id+"_0"] {
@@ -278,4 +290,33 @@ func TestAISDKEvents(t *testing.T) {
 		"SB_MCP_URL=" + e.url(ep), "SB_CREDENTIAL=" + ep.Cred, "SB_PUSH_URL=" + e.pushHook(t, ep),
 		"SB_GITHUB_URL=" + e.base + "/webhooks/w/" + token, "SB_GITHUB_SECRET=" + secret,
 	}, "--test", "--test-reporter=spec", "events.test.mjs")
+}
+
+// A sender that took an outbox row and died (kill -9 between taking and POSTing: the row stays
+// leased, nothing reports) does not lose the event: when the lease runs out, a running server
+// sends it, with the same webhook-id. The dead sender is played by SQL taking the row with a
+// 1 s lease; the servers use 30 s.
+func TestEventsOutboxSurvivesDeadSender(t *testing.T) {
+	e := newEnv(t, allowPrivateCallbacks)
+	ep := e.vend("dead", []string{"inbox"}, nil)
+	rc := newReceiver(t)
+	params := map[string]any{"name": "todo.claimable",
+		"delivery": map[string]any{"mode": "webhook", "url": rc.srv.URL + "/hook", "secret": rc.whsec()}}
+	if _, serr := eventsCall(t, e.url(ep), ep.Cred, "events/subscribe", params); serr != nil {
+		t.Fatal(serr)
+	}
+	e.instance.stop() // no server drains while the "dead" sender takes the row
+	id := e.push(ep, "inbox", "orphaned")
+	e.exec(`SELECT switchboard.events_record()`)
+	e.exec(`SELECT switchboard.events_fanout()`)
+	var msg string
+	if err := e.pool.QueryRow(ctxT(t), `SELECT message_id FROM switchboard.events_outbox_take(10, 1)`).Scan(&msg); err != nil {
+		t.Fatalf("take: %v", err)
+	}
+	e.startServer(allowPrivateCallbacks) // another replica, or the same after its restart
+	eventually(t, soon, "the orphaned event", func() bool { ev, _ := rc.received(); return len(ev) == 1 })
+	evs, ids := rc.received()
+	if ids[0] != msg || evs[0]["eventId"] != "todo_"+id+"_0" {
+		t.Fatalf("got %v (webhook-id %s), want %s", evs[0]["eventId"], ids[0], msg)
+	}
 }

@@ -260,3 +260,64 @@ func TestEventsSubscribeAndOutbox(t *testing.T) {
 		t.Fatalf("second unsubscribe: %v", err)
 	}
 }
+
+// A lapsed subscription refreshed with the client's last cursor replays what it missed, in
+// order; a cursor older than retention is answered truncated (the SEP's gap on subscribe).
+func TestEventsRefreshAfterLapseReplays(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	sub := `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', 'https://example.com/hook', $2, $3, NULL, NULL, true)`
+	var raw []byte
+	if err := d.QueryRow(ctx(), sub, ep, secret, nil).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Cursor    string `json:"cursor"`
+		Truncated bool   `json:"truncated"`
+	}
+	_ = json.Unmarshal(raw, &res)
+	cursor := res.Cursor
+	// The subscription lapses (the client stopped refreshing); todos arrive meanwhile.
+	d.exec(`UPDATE switchboard.event_hooks SET refresh_before = now() - interval '1 minute'`)
+	var ids []string
+	for _, title := range []string{"a", "b", "c"} {
+		ids = append(ids, d.create(ep, "inbox", title))
+		d.record()
+	}
+	d.exec(`SELECT switchboard.events_fanout()`)
+	if err := d.QueryRow(ctx(), sub, ep, secret, cursor).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	d.exec(`SELECT switchboard.events_fanout()`)
+	rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY xact, seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var m string
+		_ = rows.Scan(&m)
+		got = append(got, m)
+	}
+	rows.Close()
+	if len(got) != 3 || got[0] != "todo_"+ids[0]+"_0" || got[1] != "todo_"+ids[1]+"_0" || got[2] != "todo_"+ids[2]+"_0" {
+		t.Fatalf("replayed %v, want a, b, c", got)
+	}
+	// Older than retention: truncated.
+	var old string
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_cursor('todo.claimable', pg_current_xact_id(), 0, now() - interval '30 days')`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	d.exec(`DELETE FROM switchboard.event_hooks`)
+	if err := d.QueryRow(ctx(), sub, ep, secret, old).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(raw, &res)
+	if !res.Truncated {
+		t.Fatalf("cursor older than retention: %s", raw)
+	}
+	if p := d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, &old); !p.Truncated {
+		t.Fatalf("poll from a cursor older than retention: %+v", p)
+	}
+}
