@@ -619,6 +619,30 @@ BEGIN
 END
 $$;
 
+-- The endpoint was revoked or its credential rotated: each of its webhook subscriptions ends
+-- with a signed terminated envelope (the outbox row keeps its own copy of url and secret) and
+-- its pending events are dropped. Called by endpoint_revoke and endpoint_rotate.
+CREATE OR REPLACE FUNCTION switchboard.events_terminate(p_endpoint uuid, p_reason text) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_n int;
+BEGIN
+    DELETE FROM switchboard.event_outbox o USING switchboard.event_hooks x
+     WHERE o.hook_id = x.id AND x.endpoint_id = p_endpoint;
+    WITH gone AS (DELETE FROM switchboard.event_hooks x WHERE x.endpoint_id = p_endpoint RETURNING x.*)
+    INSERT INTO switchboard.event_outbox (hook_id, message_id, body, url, secret)
+    SELECT g.id, 'msg_terminated_' || replace(gen_random_uuid()::text, '-', ''),
+           jsonb_build_object('type', 'terminated', 'error', jsonb_build_object(
+               'code', -32024, 'message', 'Forbidden', 'data', jsonb_build_object('reason', p_reason))),
+           g.url, g.secret
+      FROM gone g;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION switchboard.events_terminate(uuid, text) IS
+  'End an endpoint''s webhook subscriptions (revocation, rotation): a signed terminated envelope each, pending events dropped.';
+
 -- Operators: subscriptions without their secrets (switchboard events list, the DBA view).
 CREATE OR REPLACE FUNCTION switchboard.events_hooks_list(p_endpoint uuid DEFAULT NULL) RETURNS jsonb
 LANGUAGE sql STABLE AS $$

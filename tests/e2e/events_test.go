@@ -118,15 +118,15 @@ func TestEventsModernPoll(t *testing.T) {
 // receiver is a Standard Webhooks receiver on loopback: it verifies signatures, echoes the
 // challenge, records event bodies, and can answer 503 for a while.
 type receiver struct {
-	t       *testing.T
-	srv     *httptest.Server
-	secret  []byte
-	mu      sync.Mutex
-	events  []map[string]any
-	ids     []string
-	hits    atomic.Int32
-	bad     atomic.Int32 // signature failures
-	failed  atomic.Int32 // event POSTs answered 503
+	t      *testing.T
+	srv    *httptest.Server
+	secret []byte
+	mu     sync.Mutex
+	events []map[string]any
+	ids    []string
+	hits   atomic.Int32
+	bad    atomic.Int32 // signature failures
+	failed atomic.Int32 // event POSTs answered 503
 	// down: answer 503 to event POSTs for this long after the first one (guarded by mu)
 	down       time.Duration
 	firstEvent time.Time
@@ -318,5 +318,36 @@ func TestEventsOutboxSurvivesDeadSender(t *testing.T) {
 	evs, ids := rc.received()
 	if ids[0] != msg || evs[0]["eventId"] != "todo_"+id+"_0" {
 		t.Fatalf("got %v (webhook-id %s), want %s", evs[0]["eventId"], ids[0], msg)
+	}
+}
+
+// Revoking the endpoint ends its webhook subscriptions with a signed terminated envelope.
+func TestEventsTerminatedOnRevoke(t *testing.T) {
+	e := newEnv(t, allowPrivateCallbacks)
+	ep := e.vend("term", []string{"inbox"}, nil)
+	var mu sync.Mutex
+	var bodies []map[string]any
+	rc := newReceiver(t)
+	inner := rc.srv.Config.Handler
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var v map[string]any
+		_ = json.Unmarshal(body, &v)
+		if v["type"] == "terminated" {
+			mu.Lock()
+			bodies = append(bodies, v)
+			mu.Unlock()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		inner.ServeHTTP(w, r)
+	})
+	if _, serr := eventsCall(t, e.url(ep), ep.Cred, "events/subscribe", map[string]any{"name": "todo.claimable",
+		"delivery": map[string]any{"mode": "webhook", "url": rc.srv.URL + "/hook", "secret": rc.whsec()}}); serr != nil {
+		t.Fatal(serr)
+	}
+	e.exec(`SELECT switchboard.endpoint_revoke($1)`, ep.ID)
+	eventually(t, soon, "a terminated envelope", func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
+	if rc.bad.Load() != 0 || bodies[0]["error"].(map[string]any)["code"].(float64) != -32024 {
+		t.Fatalf("terminated: %v (bad signatures %d)", bodies[0], rc.bad.Load())
 	}
 }
