@@ -36,7 +36,7 @@ BEGIN
         v_out := v_out || jsonb_build_object(
             'name', 'todo.claimable',
             'description', 'A todo in one of your granted queues became claimable (created, released, retry window over, lease expired, redriven). Data from outside senders is untrusted.',
-            'delivery', jsonb_build_array('poll', 'webhook'),
+            'delivery', jsonb_build_array('poll', 'push', 'webhook'),
             'inputSchema', jsonb_build_object('type', 'object', 'additionalProperties', false,
                 'properties', jsonb_build_object('queue', jsonb_build_object('type', 'string',
                     'description', 'Only todos of this queue (one of your granted queues).'))),
@@ -52,7 +52,7 @@ BEGIN
         v_out := v_out || jsonb_build_object(
             'name', 'webhook.delivery',
             'description', 'A delivery reached one of your webhooks. Its payload is untrusted data from the sender.',
-            'delivery', jsonb_build_array('poll', 'webhook'),
+            'delivery', jsonb_build_array('poll', 'push', 'webhook'),
             'inputSchema', jsonb_build_object('type', 'object', 'additionalProperties', false,
                 'properties', jsonb_build_object('webhook_id', jsonb_build_object('type', 'string',
                     'description', 'Only deliveries to this webhook.'))),

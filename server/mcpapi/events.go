@@ -10,7 +10,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,7 +34,7 @@ const (
 	eventsVerifiedMessage = "CallbackEndpointError"
 )
 
-var eventsMethods = []string{"events/list", "events/poll", "events/subscribe", "events/unsubscribe"}
+var eventsMethods = []string{"events/list", "events/poll", "events/stream", "events/subscribe", "events/unsubscribe"}
 
 // eventsParams are the params of every events/* request (each uses its part).
 type eventsParams struct {
@@ -108,7 +111,8 @@ func (h *Handler) serveEvents(next mcp.MethodHandler) mcp.MethodHandler {
 		if !strings.HasPrefix(method, eventsMethodPrefix) {
 			return next(ctx, method, req)
 		}
-		if ss, _ := req.GetSession().(*mcp.ServerSession); ss != nil && ss.ID() != "" {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if ss == nil || ss.ID() != "" {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method + " (MCP Events is served on protocol 2026-07-28)"}
 		}
 		e := entryFor(req.GetExtra())
@@ -119,7 +123,7 @@ func (h *Handler) serveEvents(next mcp.MethodHandler) mcp.MethodHandler {
 		if p == nil {
 			p = &eventsParams{}
 		}
-		raw, err := h.events(ctx, e, method, p)
+		raw, err := h.events(ctx, ss, e, method, p)
 		if err != nil {
 			return nil, h.eventsError(e, err)
 		}
@@ -127,7 +131,7 @@ func (h *Handler) serveEvents(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-func (h *Handler) events(ctx context.Context, e *endpointEntry, method string, p *eventsParams) ([]byte, error) {
+func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpointEntry, method string, p *eventsParams) ([]byte, error) {
 	st, ep := h.o.Store, e.ep.ID
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
@@ -142,6 +146,8 @@ func (h *Handler) events(ctx context.Context, e *endpointEntry, method string, p
 		return json.Marshal(map[string]json.RawMessage{"events": types})
 	case "events/poll":
 		return st.EventsPoll(ctx, ep, p.Name, args, p.Cursor, p.MaxEvents, p.MaxAgeMs)
+	case streamMethod:
+		return h.eventsStream(ctx, ss, e, p, args)
 	case "events/unsubscribe":
 		if p.Delivery == nil || p.Delivery.URL == "" {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "delivery.url is required"}
@@ -211,4 +217,120 @@ func (h *Handler) eventsError(e *endpointEntry, err error) error {
 	}
 	h.log.Error("events request failed", "endpoint_id", e.ep.ID, "err", serr.Unwrap())
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+}
+
+// events/stream (push): a long-lived 2026-07-28 request, served like a listen stream (counted
+// against the endpoint's streams, ended by revocation, rotation, credential expiry and
+// shutdown: serveListen). It confirms with notifications/events/active, then polls the same
+// SQL function as events/poll and sends each occurrence as notifications/events/event, with a
+// heartbeat carrying the cursor. Any replica serves it: the events are in PostgreSQL.
+const (
+	streamMethod    = "events/stream"
+	streamPoll      = 500 * time.Millisecond
+	streamHeartbeat = 25 * time.Second
+	subscriptionKey = "io.modelcontextprotocol/subscriptionId"
+)
+
+type streamIDKey struct{}
+
+// withStreamID reads the JSON-RPC id of an events/stream request (it names the subscription in
+// every notification) and leaves the body as it was for the SDK.
+func withStreamID(r *http.Request) *http.Request {
+	if r.Body == nil {
+		return r
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return r
+	}
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 {
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), streamIDKey{}, msg.ID))
+}
+
+func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *endpointEntry, p *eventsParams, args json.RawMessage) ([]byte, error) {
+	st, ep := h.o.Store, e.ep.ID
+	subID, _ := ctx.Value(streamIDKey{}).(json.RawMessage)
+	if subID == nil {
+		subID = json.RawMessage(`null`)
+	}
+	meta := map[string]any{subscriptionKey: subID}
+	type pollResult struct {
+		Events    []map[string]any `json:"events"`
+		Cursor    string           `json:"cursor"`
+		Truncated bool             `json:"truncated"`
+		HasMore   bool             `json:"hasMore"`
+	}
+	poll := func(cursor *string) (*pollResult, error) {
+		raw, err := st.EventsPoll(ctx, ep, p.Name, args, cursor, nil, p.MaxAgeMs)
+		if err != nil {
+			return nil, err
+		}
+		var r pollResult
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, err
+		}
+		return &r, nil
+	}
+	// The first poll checks the subscription: a refusal is the request's error, no stream.
+	first, err := poll(p.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	if err := ss.Notify(ctx, "notifications/events/active", map[string]any{
+		"cursor": first.Cursor, "truncated": first.Truncated, "_meta": meta}); err != nil {
+		return []byte(`{}`), nil
+	}
+	send := func(r *pollResult) error {
+		for i, ev := range r.Events {
+			if i == len(r.Events)-1 {
+				ev["cursor"] = r.Cursor // the position after the batch: safe once all of it is out
+			}
+			ev["_meta"] = meta
+			if err := ss.Notify(ctx, "notifications/events/event", ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := send(first); err != nil {
+		return []byte(`{}`), nil
+	}
+	cursor := first.Cursor
+	tick := time.NewTicker(streamPoll)
+	defer tick.Stop()
+	beat := time.NewTicker(streamHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return []byte(`{}`), nil // revoked, rotated, expired, shutting down, or the client left
+		case <-beat.C:
+			if ss.Notify(ctx, "notifications/events/heartbeat", map[string]any{"cursor": cursor, "_meta": meta}) != nil {
+				return []byte(`{}`), nil
+			}
+		case <-tick.C:
+			for {
+				r, err := poll(&cursor)
+				if err != nil {
+					if ctx.Err() != nil {
+						return []byte(`{}`), nil
+					}
+					return nil, err
+				}
+				if err := send(r); err != nil {
+					return []byte(`{}`), nil
+				}
+				cursor = r.Cursor
+				if !r.HasMore {
+					break
+				}
+			}
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -349,5 +351,74 @@ func TestEventsTerminatedOnRevoke(t *testing.T) {
 	eventually(t, soon, "a terminated envelope", func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
 	if rc.bad.Load() != 0 || bodies[0]["error"].(map[string]any)["code"].(float64) != -32024 {
 		t.Fatalf("terminated: %v (bad signatures %d)", bodies[0], rc.bad.Load())
+	}
+}
+
+// openEventStream opens a 2026-07-28 events/stream and returns its SSE reader after the
+// notifications/events/active confirmation.
+func openEventStream(t *testing.T, url, cred string, params map[string]any) (*http.Response, *bufio.Reader, map[string]any) {
+	t.Helper()
+	params["_meta"] = modernMeta(nil)
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "stream-1", "method": "events/stream", "params": params})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("MCP-Protocol-Version", modernVersion)
+	req.Header.Set("Mcp-Method", "events/stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp, nil, out
+	}
+	rd := bufio.NewReader(resp.Body)
+	first := nextEvent(t, rd, soon)
+	return resp, rd, first
+}
+
+// Push: an events/stream opened on one replica receives a delivery that reached the other
+// replica's receiver; a refused subscription is an error and no stream; revoking the endpoint
+// ends the stream.
+func TestEventsStreamAcrossReplicas(t *testing.T) {
+	e := newEnv(t)
+	other := e.startServer()
+	ep := e.vend("push", []string{"inbox"}, nil)
+	e.exec(`UPDATE switchboard.endpoints SET webhook_max = 1, webhook_sources = '{generic}', webhook_queues = '{inbox}' WHERE id = $1`, ep.ID)
+	token := "tok_" + strings.Repeat(ep.ID[:8], 5)
+	e.exec(`SELECT switchboard.webhook_create($1, 'generic', 'inbox', $2, NULL)`, ep.ID, token)
+
+	_, _, refused := openEventStream(t, e.url(ep), ep.Cred, map[string]any{"name": "todo.claimable", "arguments": map[string]any{"queue": "nope"}})
+	if er, _ := refused["error"].(map[string]any); errCode(er) != -32024 {
+		t.Fatalf("refused stream: %v", refused)
+	}
+
+	resp, rd, active := openEventStream(t, e.url(ep), ep.Cred, map[string]any{"name": "webhook.delivery", "cursor": nil})
+	params, _ := active["params"].(map[string]any)
+	if active["method"] != "notifications/events/active" || params["cursor"] == nil ||
+		params["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"] != "stream-1" {
+		t.Fatalf("first stream message: %v", active)
+	}
+	hook := rawRequest(t, http.MethodPost, other.base+"/webhooks/w/"+token, "", []byte(`{"hello":"push"}`),
+		map[string]string{"Content-Type": "application/json", "X-Delivery-Id": "d-1"})
+	if hook.StatusCode/100 != 2 {
+		t.Fatalf("delivery to the other replica: %d", hook.StatusCode)
+	}
+	ev := nextEvent(t, rd, soon)
+	p, _ := ev["params"].(map[string]any)
+	data, _ := p["data"].(map[string]any)
+	if ev["method"] != "notifications/events/event" || p["name"] != "webhook.delivery" || !strings.HasSuffix(fmt.Sprint(data["delivery_id"]), "d-1") || p["cursor"] == nil {
+		t.Fatalf("pushed event: %v", ev)
+	}
+	end := streamEnd(resp.Body)
+	e.exec(`SELECT switchboard.endpoint_revoke($1)`, ep.ID)
+	select {
+	case <-end:
+	case <-time.After(soon):
+		t.Fatal("the stream outlived the endpoint's revocation")
 	}
 }
