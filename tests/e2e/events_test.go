@@ -3,11 +3,11 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
