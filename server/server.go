@@ -111,6 +111,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		Log:         log,
 		Metrics:     s.metrics,
 	})
+	s.bell.OnSignal(s.events.Wake)
 	s.mcp = mcpapi.New(mcpapi.Options{
 		Store:       s.store,
 		Tools:       s.tools,

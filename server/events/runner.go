@@ -12,7 +12,8 @@ import (
 )
 
 // Interval is how often a server runs the events tick (record, fan out) and drains the
-// outbox. Each is a few index probes when there is nothing to do.
+// outbox, besides at once when the doorbell rings. Each is a few index probes when there is
+// nothing to do.
 const Interval = 250 * time.Millisecond
 
 // senders bounds the POSTs one server makes at once.
@@ -24,13 +25,22 @@ type Runner struct {
 	client *Client
 	log    *slog.Logger
 	sent   *prometheus.CounterVec
+	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
+// Wake runs a tick now (the doorbell rang: work became ready); it never blocks.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
 // NewRunner builds the loop; reg (may be nil) gets switchboard_events_deliveries_total.
 func NewRunner(st *store.Store, client *Client, log *slog.Logger, reg prometheus.Registerer) *Runner {
-	r := &Runner{st: st, client: client, log: log, done: make(chan struct{}),
+	r := &Runner{st: st, client: client, log: log, done: make(chan struct{}), wake: make(chan struct{}, 1),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_events_deliveries_total",
 			Help: "MCP Events webhook POSTs by outcome (ok, gone: 410/413, not retried; or the failure category).",
@@ -54,6 +64,8 @@ func (r *Runner) Start() {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				r.Once(ctx)
+			case <-r.wake:
 				r.Once(ctx)
 			}
 		}
