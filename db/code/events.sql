@@ -619,6 +619,29 @@ BEGIN
 END
 $$;
 
+-- Many outcomes in one transaction (one commit for a sender's whole batch of POSTs).
+CREATE OR REPLACE FUNCTION switchboard.events_outbox_done_many(p_ids bigint[], p_outcomes text[], p_errors text[])
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- Successes, the common case, set-based: the rows go, their subscriptions are healthy.
+    WITH ok AS (
+        DELETE FROM switchboard.event_outbox o
+         WHERE o.id IN (SELECT d.id FROM unnest(p_ids, p_outcomes) AS d(id, outcome) WHERE d.outcome = 'ok')
+        RETURNING o.hook_id)
+    UPDATE switchboard.event_hooks x
+       SET last_delivery_at = now(), last_error = NULL, failed_since = NULL, failures = 0
+     WHERE x.id IN (SELECT DISTINCT ok.hook_id FROM ok);
+    FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
+        IF p_outcomes[i] <> 'ok' THEN
+            PERFORM switchboard.events_outbox_done(p_ids[i], p_outcomes[i], p_errors[i]);
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION switchboard.events_outbox_done_many(bigint[], text[], text[]) IS
+  'Senders: the outcomes of a batch of POSTs (events_outbox_done each), in one transaction.';
+
 -- The endpoint was revoked or its credential rotated: each of its webhook subscriptions ends
 -- with a signed terminated envelope (the outbox row keeps its own copy of url and secret) and
 -- its pending events are dropped. Called by endpoint_revoke and endpoint_rotate.

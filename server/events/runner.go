@@ -14,10 +14,11 @@ import (
 // Interval is how often a server runs the events tick (record, fan out) and drains the
 // outbox, besides at once when the doorbell rings. Each is a few index probes when there is
 // nothing to do.
-const Interval = 250 * time.Millisecond
+const Interval = time.Second
 
-// senders bounds the POSTs one server makes at once.
-const senders = 16
+// senders bounds the POSTs one server makes at once; a batch is taken, sent and its outcomes
+// recorded in one transaction.
+const senders = 64
 
 // Runner is a server's events loop.
 type Runner struct {
@@ -103,23 +104,31 @@ func (r *Runner) Once(ctx context.Context) {
 		if len(items) == 0 {
 			return
 		}
+		outcomes := make([]store.OutboxOutcome, len(items))
 		var wg sync.WaitGroup
-		for _, it := range items {
+		for i, it := range items {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r.send(it)
+				outcomes[i] = r.send(it)
 			}()
 		}
 		wg.Wait()
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = r.st.OutboxDone(dctx, outcomes)
+		cancel()
+		if err != nil {
+			// The rows stay leased: they are sent again when the lease runs out.
+			r.log.Warn("events outbox outcomes not recorded", "rows", len(outcomes), "err", store.Classify(err).Unwrap())
+			return
+		}
 	}
 }
 
-func (r *Runner) send(it store.OutboxItem) {
-	var outcome string
-	var cat *string
+func (r *Runner) send(it store.OutboxItem) store.OutboxOutcome {
+	o := store.OutboxOutcome{ID: it.ID}
 	if len(it.Body) > MaxBody {
-		outcome = "gone" // never sendable; the data says payload_omitted well before this
+		o.Outcome = "gone" // never sendable; the data says payload_omitted well before this
 	} else {
 		// Not the loop's context: a POST that started finishes, so its outcome is recorded.
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
@@ -127,21 +136,17 @@ func (r *Runner) send(it store.OutboxItem) {
 		cancel()
 		switch {
 		case c == "":
-			outcome = "ok"
+			o.Outcome = "ok"
 		case status == 410 || status == 413:
-			outcome, cat = "gone", &c
+			o.Outcome, o.Category = "gone", &c
 		default:
-			outcome, cat = "retry", &c
+			o.Outcome, o.Category = "retry", &c
 		}
 	}
-	label := outcome
-	if outcome == "retry" {
-		label = *cat
+	label := o.Outcome
+	if o.Outcome == "retry" {
+		label = *o.Category
 	}
 	r.sent.WithLabelValues(label).Inc()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := r.st.OutboxDone(ctx, it.ID, outcome, cat); err != nil {
-		r.log.Warn("events outbox outcome not recorded", "subscription", it.HookID, "err", store.Classify(err).Unwrap())
-	}
+	return o
 }

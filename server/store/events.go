@@ -82,10 +82,23 @@ func (s *Store) OutboxTake(ctx context.Context, limit int) ([]OutboxItem, error)
 	return out, nil
 }
 
-// OutboxDone: switchboard.events_outbox_done — outcome "ok", "gone" (not retried) or "retry"
-// with a lastError category.
-func (s *Store) OutboxDone(ctx context.Context, id int64, outcome string, category *string) error {
-	if _, err := s.pool.Exec(ctx, `SELECT switchboard.events_outbox_done($1, $2, $3)`, id, outcome, category); err != nil {
+// OutboxOutcome is the outcome of one POST: "ok", "gone" (410/413, not retried) or "retry"
+// with its lastError category.
+type OutboxOutcome struct {
+	ID       int64
+	Outcome  string
+	Category *string
+}
+
+// OutboxDone: switchboard.events_outbox_done_many — the outcomes of a batch, one transaction.
+func (s *Store) OutboxDone(ctx context.Context, outcomes []OutboxOutcome) error {
+	ids := make([]int64, len(outcomes))
+	out := make([]string, len(outcomes))
+	cats := make([]*string, len(outcomes))
+	for i, o := range outcomes {
+		ids[i], out[i], cats[i] = o.ID, o.Outcome, o.Category
+	}
+	if _, err := s.pool.Exec(ctx, `SELECT switchboard.events_outbox_done_many($1, $2, $3)`, ids, out, cats); err != nil {
 		return Classify(err)
 	}
 	return nil
