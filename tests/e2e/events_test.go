@@ -309,12 +309,14 @@ func TestEventsOutboxSurvivesDeadSender(t *testing.T) {
 	}
 	e.instance.stop() // no server drains while the "dead" sender takes the row
 	id := e.push(ep, "inbox", "orphaned")
-	e.exec(`SELECT switchboard.events_record()`)
-	e.exec(`SELECT switchboard.events_fanout()`)
+	// Record, fan out and take until the row is there: a transaction in flight anywhere in the
+	// cluster (another test's database) holds the fan-out's bound back for a moment.
 	var msg string
-	if err := e.pool.QueryRow(ctxT(t), `SELECT message_id FROM switchboard.events_outbox_take(10, 1)`).Scan(&msg); err != nil {
-		t.Fatalf("take: %v", err)
-	}
+	eventually(t, soon, "the outbox row", func() bool {
+		e.exec(`SELECT switchboard.events_record()`)
+		e.exec(`SELECT switchboard.events_fanout()`)
+		return e.pool.QueryRow(ctxT(t), `SELECT message_id FROM switchboard.events_outbox_take(10, 1)`).Scan(&msg) == nil
+	})
 	e.startServer(allowPrivateCallbacks) // another replica, or the same after its restart
 	eventually(t, soon, "the orphaned event", func() bool { ev, _ := rc.received(); return len(ev) == 1 })
 	evs, ids := rc.received()

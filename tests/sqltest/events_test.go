@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // poll calls events_poll and decodes the answer.
@@ -33,6 +34,30 @@ func (d *DB) poll(c querier, ep, name string, args any, cursor *string) (out str
 func (d *DB) record() {
 	d.t.Helper()
 	d.exec(`SELECT switchboard.events_record()`)
+	d.settle()
+}
+
+// settle waits until every transaction that committed so far is below the cluster's oldest
+// transaction in flight: readers bound by the snapshot's xmin see their rows. Transaction ids
+// are cluster-wide, so other tests' databases count.
+func (d *DB) settle() {
+	d.t.Helper()
+	var x string
+	if err := d.QueryRow(ctx(), `SELECT pg_current_xact_id()::text`).Scan(&x); err != nil {
+		d.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var past bool
+		if err := d.QueryRow(ctx(), `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, x).Scan(&past); err != nil {
+			d.t.Fatal(err)
+		}
+		if past {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatal("a transaction in the cluster stayed open for 20 s")
+		}
+	}
 }
 
 // A todo becomes a todo.claimable occurrence once the recorder ran; a poll from a null cursor
@@ -144,6 +169,7 @@ func TestEventsHeldTransactionIsNotSkipped(t *testing.T) {
 	if err := held.Commit(ctx()); err != nil {
 		t.Fatal(err)
 	}
+	d.settle()
 	after := d.poll(d.Pool, ep, "webhook.delivery", map[string]any{}, &between.Cursor)
 	if len(after.Events) != 2 || after.Events[0].Data["delivery_id"] != "held" || after.Events[1].Data["delivery_id"] != "later" {
 		t.Fatalf("after commit: %+v, want held then later", after.Events)
