@@ -28,7 +28,7 @@ CREATE OR REPLACE FUNCTION switchboard.events_types(p_endpoint uuid) RETURNS jso
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_verbs text[];
-    v_out   jsonb := '[]';
+    v_out   jsonb := '[]'::jsonb;
 BEGIN
     PERFORM switchboard.caller(p_endpoint);
     SELECT verbs INTO v_verbs FROM switchboard.endpoints WHERE id = p_endpoint;
@@ -383,7 +383,6 @@ CREATE OR REPLACE FUNCTION switchboard.events_subscribe(
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-    s         record;
     v_cx      xid8;
     v_cs      bigint;
     v_cat     timestamptz;
@@ -397,7 +396,7 @@ DECLARE
     v_live    boolean;
     v_refresh boolean;
 BEGIN
-    SELECT * INTO s FROM switchboard.events_scope(p_endpoint, p_name, v_args);
+    PERFORM switchboard.events_scope(p_endpoint, p_name, v_args);
     BEGIN
         v_key := decode(substr(p_secret, 7), 'base64');
     EXCEPTION WHEN others THEN
@@ -483,7 +482,7 @@ BEGIN
         PERFORM switchboard.refuse('not_found', 'no such subscription');
     END IF;
     DELETE FROM switchboard.event_outbox WHERE hook_id = v_id;
-    RETURN '{}';
+    RETURN '{}'::jsonb;
 END
 $$;
 
