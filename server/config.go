@@ -73,6 +73,10 @@ type Config struct {
 	// (SWITCHBOARD_CONSOLE_SESSION_IDLE, default 1h; SWITCHBOARD_CONSOLE_SESSION_MAX, 12h) and
 	// the failed sign-in allowance. Store, BaseURL and Log are the server's.
 	Console console.Options
+	// EventsAllowPrivateCallbacks (SWITCHBOARD_EVENTS_ALLOW_PRIVATE_CALLBACKS=1) lets MCP
+	// Events webhook callbacks use loopback and private addresses and plain http: for tests
+	// and private deployments; off by default (docs/events.md).
+	EventsAllowPrivateCallbacks bool
 }
 
 // DefaultConfig is the configuration with every default applied.
@@ -225,6 +229,7 @@ func ConfigFromEnv() (Config, error) {
 		}
 	}
 	c.OAuth.AllowPrivateClients = os.Getenv("SWITCHBOARD_OAUTH_ALLOW_PRIVATE_CLIENTS") == "1"
+	c.EventsAllowPrivateCallbacks = os.Getenv("SWITCHBOARD_EVENTS_ALLOW_PRIVATE_CALLBACKS") == "1"
 	if v := os.Getenv("SWITCHBOARD_OAUTH_CA_FILE"); v != "" {
 		pem, err := os.ReadFile(v)
 		if err != nil {

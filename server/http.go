@@ -35,7 +35,8 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		family := routeFamily(r)
-		if family == "mcp" && (r.Method == http.MethodGet || r.Header.Get("Mcp-Method") == "subscriptions/listen") {
+		if family == "mcp" && (r.Method == http.MethodGet || r.Header.Get("Mcp-Method") == "subscriptions/listen" ||
+			r.Header.Get("Mcp-Method") == "events/stream") {
 			// An MCP GET is a stream that lives as long as its session, and a 2026-07-28 listen
 			// as long as its client wants (the SDK refuses an Mcp-Method that is not the body's):
 			// the server's read and write timeouts, meant for one request and its answer, do not

@@ -27,6 +27,7 @@ import (
 	"switchboard/server/bodybudget"
 	"switchboard/server/console"
 	"switchboard/server/doorbell"
+	"switchboard/server/events"
 	"switchboard/server/httpx"
 	"switchboard/server/mcpapi"
 	"switchboard/server/metrics"
@@ -51,6 +52,8 @@ type Server struct {
 	bell    *doorbell.Bell
 	mcp     *mcpapi.Handler
 	console *console.Console
+	events  *events.Runner
+	hooks   *events.Client
 	mux     *http.ServeMux
 	handler http.Handler
 
@@ -102,6 +105,8 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		Help: "HTTP requests being served (MCP GET and listen streams excepted): each holds its body and decoded arguments.",
 	}, func() float64 { return float64(s.inflight.Load()) }))
 	revocations := revocation.New(s.onRevoked)
+	s.hooks = events.NewClient(cfg.EventsAllowPrivateCallbacks)
+	s.events = events.NewRunner(s.store, s.hooks, log, s.metrics.Registry)
 	s.bell = doorbell.New(s.store, doorbell.Config{
 		Window:      cfg.DoorbellWindow,
 		Revocations: revocations,
@@ -109,6 +114,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		Log:         log,
 		Metrics:     s.metrics,
 	})
+	s.bell.OnSignal(s.events.Wake)
 	s.mcp = mcpapi.New(mcpapi.Options{
 		Store:       s.store,
 		Tools:       s.tools,
@@ -120,6 +126,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger) (*Server, error) {
 		Limits:      cfg.Limits,
 		SessionIdle: cfg.SessionIdle,
 		MaxSessions: cfg.MaxSessionsPerEndpoint,
+		Callbacks:   s.hooks,
 	})
 	s.mux.Handle("/mcp/{slug}", s.mcp)
 	s.mux.Handle("POST /webhooks/w/{token}", receiver.New(s.store, log, rules.NewCache(1024), s.metrics.Ingest).
@@ -210,6 +217,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.bell.Start()
 	s.mcp.Start()
+	s.events.Start()
 	// The CLI prints MCP URLs from this record; a server that cannot write it still serves.
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := s.store.RecordBaseURL(rctx, s.baseURL); err != nil {
@@ -244,6 +252,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	reap.stop()
+	s.events.Stop()
 	s.bell.Close()
 	s.mcp.Close()
 	// Left now: connections with no request (Shutdown waits up to 5 s for ones that never sent

@@ -66,6 +66,7 @@ var commands = []command{
 	{"friend list", "friend list [--human NAME]", runFriendList},
 	{"webhook set-secret", "webhook set-secret WEBHOOK_ID [--from-env VAR | --from-file PATH] [--previous-ttl 24h]", runWebhookSetSecret},
 	{"webhook list", "webhook list [--human NAME]", runWebhookList},
+	{"events list", "events list [--endpoint ID|SLUG]", runEventsList},
 	{"todo push", "todo push --endpoint ID|SLUG --queue Q (--title T [--payload JSON] [--key K] | --file PATH|-)", runTodoPush},
 	{"todo dead", "todo dead --endpoint ID|SLUG [--queue Q] [--limit N]", runTodoDead},
 	{"todo redrive", "todo redrive ID | todo redrive --endpoint ID|SLUG --queue Q [--since 1h|RFC3339]", runTodoRedrive},

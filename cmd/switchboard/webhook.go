@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -149,5 +150,41 @@ func runWebhookList(ctx context.Context, c *cli, args []string) error {
 				text(w["source_type"]), text(w["target_queue"]), secret, text(ref["total"]), last})
 		}
 		table(out, []string{"WEBHOOK_ID", "HUMAN", "AGENT", "SOURCE", "QUEUE", "SECRET", "REFUSED", "LAST_REFUSAL"}, rows)
+	})
+}
+
+// switchboard events list [--endpoint ID|SLUG] → array of MCP Events webhook subscriptions
+// {id, endpoint_id, name, arguments, url, refresh_before, active, last_error}: never a secret.
+func runEventsList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	endpoint := fs.String("endpoint", "", "only this endpoint's subscriptions (id or slug)")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var ep *string
+	if *endpoint != "" {
+		ep = endpoint
+	}
+	list, err := asList(conn.EventSubscriptions(ctx, ep))
+	if err != nil {
+		return err
+	}
+	return c.emit(list, func(out io.Writer) {
+		rows := make([][]string, 0, len(list))
+		for _, s := range list {
+			lastErr := text(s["last_error"])
+			if lastErr == "" {
+				lastErr = "-"
+			}
+			args, _ := json.Marshal(s["arguments"])
+			rows = append(rows, []string{text(s["id"]), text(s["endpoint_id"]), text(s["name"]), string(args),
+				text(s["url"]), text(s["refresh_before"]), text(s["active"]), lastErr})
+		}
+		table(out, []string{"ID", "ENDPOINT", "EVENT", "ARGUMENTS", "URL", "REFRESH_BEFORE", "ACTIVE", "LAST_ERROR"}, rows)
 	})
 }

@@ -94,6 +94,15 @@ BEGIN
         'switchboard.rules_save(uuid, text, jsonb, jsonb, jsonb, bigint)',
         'switchboard.events_list(uuid, text, int, bigint)',
         'switchboard.event_get(uuid, text, text)',
+        -- MCP Events (events.sql)
+        'switchboard.events_types(uuid)',
+        'switchboard.events_poll(uuid, text, jsonb, text, int, bigint)',
+        'switchboard.events_subscribe(uuid, text, jsonb, text, text, text, bigint, bigint, boolean)',
+        'switchboard.events_unsubscribe(uuid, text, jsonb, text)',
+        'switchboard.events_record()',
+        'switchboard.events_fanout()',
+        'switchboard.events_outbox_take(int, int)',
+        'switchboard.events_outbox_done_many(bigint[], text[], text[])',
         -- the receiver
         'switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint)',
         'switchboard.webhook_for_ingest(text)',
@@ -188,7 +197,8 @@ BEGIN
     FOR r IN SELECT c.oid::regclass AS rel
                FROM pg_class c
               WHERE c.relnamespace = 'switchboard'::regnamespace AND c.relkind IN ('r', 'v', 'p')
-                AND c.oid <> 'switchboard.webhooks'::regclass
+                AND c.oid NOT IN ('switchboard.webhooks'::regclass, 'switchboard.event_hooks'::regclass,
+                                  'switchboard.event_outbox'::regclass)
     LOOP
         EXECUTE format('GRANT SELECT ON %s TO switchboard_dba', r.rel);
     END LOOP;
@@ -197,5 +207,11 @@ BEGIN
      WHERE a.attrelid = 'switchboard.webhooks'::regclass AND a.attnum > 0 AND NOT a.attisdropped
        AND a.attname NOT IN ('signing_secret', 'previous_secret', 'ingest_token');
     EXECUTE format('GRANT SELECT (%s) ON switchboard.webhooks TO switchboard_dba', v_columns);
+    -- The MCP Events subscriptions and outbox: everything but the client's whsec_ secrets.
+    GRANT SELECT (id, endpoint_id, name, arguments, url, pos_xact, pos_seq, refresh_before, active,
+                  last_delivery_at, last_error, failed_since, failures, created_at, refreshed_at)
+       ON switchboard.event_hooks TO switchboard_dba;
+    GRANT SELECT (id, hook_id, message_id, xact, seq, body, url, attempts, next_at, created_at)
+       ON switchboard.event_outbox TO switchboard_dba;
 END
 $dba$;

@@ -245,6 +245,7 @@ BEGIN
         PERFORM switchboard.refuse('not_found', 'unknown endpoint');
     END IF;
     PERFORM switchboard.oauth_grants_revoke(NULL, p_endpoint);
+    PERFORM switchboard.events_terminate(p_endpoint, 'Access revoked');
     UPDATE switchboard.todos
        SET state = 'failed', next_retry_at = NULL, lease_expires_at = NULL, lease_token_hash = NULL,
            result = '{"error": "endpoint_revoked"}', completed_at = now(), updated_at = now()
@@ -290,6 +291,7 @@ BEGIN
     END IF;
     -- A new credential ends the OAuth grants too (oauth_grants_revoke notifies when it ends any).
     PERFORM switchboard.oauth_grants_revoke(NULL, e.id);
+    PERFORM switchboard.events_terminate(e.id, 'Credential rotated');
     IF NOT v_grace THEN
         PERFORM pg_notify('switchboard_revoked', 'rotated:' || e.id);
     END IF;

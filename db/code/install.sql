@@ -39,6 +39,7 @@ SET LOCAL check_function_bodies = on;
 {{ template "rules.sql" . }}
 {{ template "console_queues.sql" . }}
 {{ template "console_webhooks.sql" . }}
+{{ template "events.sql" . }}
 {{ template "views.sql" . }}
 {{ template "console.sql" . }}
 {{ template "console_auth.sql" . }}

@@ -97,7 +97,8 @@ type Bell struct {
 	clock   time.Time
 	clockAt time.Time
 
-	onReady func(endpointID, queue string) // see OnReady; set before Start
+	onReady  func(endpointID, queue string) // see OnReady; set before Start
+	onSignal func()                         // see OnSignal; set before Start
 
 	waits waitState // claim_next calls that wait (wait.go)
 	again againState
@@ -194,6 +195,11 @@ func (b *Bell) goTracked(f func()) bool {
 // of each todo that the bell announces: a new ready todo, a retry that came due, an expired
 // lease, in a queue of an endpoint with a session here. Call it before Start.
 func (b *Bell) OnReady(f func(endpointID, queue string)) { b.onReady = f }
+
+// OnSignal sets a function called on the LISTEN loop for every doorbell signal (work became
+// ready somewhere in the database): it must return at once. The MCP Events runner wakes on it.
+// Call it before Start.
+func (b *Bell) OnSignal(f func()) { b.onSignal = f }
 
 // Window is the doorbell's coalescing window (doorbell_window_ms).
 func (b *Bell) Window() time.Duration {

@@ -95,6 +95,9 @@ func (b *Bell) wait(conn *store.Listener) error {
 		switch channel {
 		case channelDoorbell:
 			// switchboard.ring() coalesces per database: '*' means "some work became ready".
+			if b.onSignal != nil {
+				b.onSignal()
+			}
 			if payload == "*" {
 				b.ringAll()
 			} else {

@@ -35,6 +35,7 @@ import (
 
 	"switchboard/server/bodybudget"
 	"switchboard/server/doorbell"
+	"switchboard/server/events"
 	"switchboard/server/httpx"
 	"switchboard/server/metrics"
 	"switchboard/server/revocation"
@@ -79,6 +80,8 @@ type Options struct {
 	Version     string // server version reported by initialize
 	// Revocations is the revocation feed (nil: none; every request is checked in the database).
 	Revocations *revocation.Feed
+	// Callbacks posts MCP Events verification challenges (nil: webhook delivery unsupported).
+	Callbacks *events.Client
 }
 
 // Handler serves /mcp/{slug}. Mount it with a pattern that binds {slug}, e.g. "/mcp/{slug}".
@@ -102,6 +105,7 @@ type Handler struct {
 
 	stateful  http.Handler    // the SDK's handlers behind its auth middleware: 2025 sessions,
 	stateless http.Handler    // and 2026-07-28 requests (modern.go)
+	streaming http.Handler    // 2026-07-28 events/stream: answered on SSE (events.go)
 	updates   *updates        // resources/updated, coalesced (resources.go)
 	closed    context.Context // done once Close began: listen streams end (modern.go)
 	closeAll  context.CancelFunc
@@ -146,7 +150,7 @@ func New(o Options) *Handler {
 	if u, err := url.Parse(o.BaseURL); err == nil {
 		h.baseHost = strings.ToLower(u.Hostname())
 	}
-	h.stateful, h.stateless = h.sdkHandler(false), h.sdkHandler(true)
+	h.stateful, h.stateless, h.streaming = h.sdkHandler(false, true), h.sdkHandler(true, true), h.sdkHandler(true, false)
 	h.closed, h.closeAll = context.WithCancel(context.Background())
 	h.updates = &updates{h: h, pending: map[updateKey]bool{}}
 	if o.Bell != nil {
@@ -160,7 +164,7 @@ func New(o Options) *Handler {
 // verifier only hands over what ServeHTTP established (request.info): the credential was
 // checked there, with Switchboard's answers. The DNS-rebinding guard, the body cap and the idle
 // sweep are Switchboard's (hostAllowed, MaxBody, sweep), so the SDK's are off.
-func (h *Handler) sdkHandler(stateless bool) http.Handler {
+func (h *Handler) sdkHandler(stateless, jsonResponse bool) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if rq := requestIn(r.Context()); rq != nil {
 			return rq.entry.srv
@@ -170,8 +174,9 @@ func (h *Handler) sdkHandler(stateless bool) http.Handler {
 		Stateless: stateless,
 		// A call is answered as one application/json response rather than a one-event
 		// stream: both sides parse it with less work. Notifications (the doorbell, progress)
-		// take the session's GET stream, or a 2026-07-28 listen stream.
-		JSONResponse:                 true,
+		// take the session's GET stream, or a 2026-07-28 listen stream. An events/stream
+		// request is the exception: its notifications travel on its own SSE response.
+		JSONResponse:                 jsonResponse,
 		DisableLocalhostProtection:   true,
 		MaxRequestBodyBytes:          -1,
 		PropagateRequestCancellation: true, // 2026-07-28: a call ends with its POST
@@ -329,7 +334,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 	if modern(r) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == listenMethod {
-			h.serveListen(sw, r.WithContext(ctx), e, hash, ep.Expires) // modern.go
+			h.serveListen(sw, r.WithContext(ctx), e, hash, ep.Expires, h.stateless) // modern.go
+			return
+		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == streamMethod {
+			// events/stream lives like a listen stream (events.go).
+			h.serveListen(sw, withStreamID(r.WithContext(ctx)), e, hash, ep.Expires, h.streaming)
 			return
 		}
 		h.stateless.ServeHTTP(sw, r.WithContext(ctx))

@@ -49,7 +49,7 @@ type listen struct {
 // at the endpoint's cap, ended by a revocation of the endpoint (Revoke), a credential that no
 // longer resolves (closeUnresolvedListens), its expiry (an OAuth access token; zero: none) or
 // shutdown. The SDK's listen handler ends with the request's context.
-func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpointEntry, cred []byte, expires time.Time) {
+func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpointEntry, cred []byte, expires time.Time, sdk http.Handler) {
 	if h.Draining() {
 		refuseDraining(w) // a new stream belongs on another replica (drain.go)
 		return
@@ -84,7 +84,7 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 	}()
 	stop := context.AfterFunc(h.closed, cancel)
 	defer stop()
-	h.stateless.ServeHTTP(w, r.WithContext(ctx))
+	sdk.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // serveListenChannel attaches a listen to the doorbell (resources/updated comes from its reads)

@@ -138,13 +138,16 @@ func (h *Handler) serverFor(verbs []string) *allowlist {
 	if a := h.servers[key.String()]; a != nil {
 		return a
 	}
+	caps := &mcp.ServerCapabilities{
+		Experimental: map[string]any{channelCap: map[string]any{}},
+		Tools:        &mcp.ToolCapabilities{ListChanged: true},
+		Resources:    &mcp.ResourceCapabilities{Subscribe: true},
+	}
+	caps.AddExtension(eventsExtension, nil)
+	caps.Events = &mcp.EventsCapabilities{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "switchboard", Version: h.o.Version}, &mcp.ServerOptions{
-		Instructions: Instructions,
-		Capabilities: &mcp.ServerCapabilities{
-			Experimental: map[string]any{channelCap: map[string]any{}},
-			Tools:        &mcp.ToolCapabilities{ListChanged: true},
-			Resources:    &mcp.ResourceCapabilities{Subscribe: true},
-		},
+		Instructions:       Instructions,
+		Capabilities:       caps,
 		SubscribeHandler:   subscribed,
 		UnsubscribeHandler: unsubscribed,
 		SetCacheable:       cacheable,
@@ -154,7 +157,9 @@ func (h *Handler) serverFor(verbs []string) *allowlist {
 		allowed[t.Name] = true
 		srv.AddTool(t.MCP(), h.toolHandler(t))
 	}
-	srv.AddReceivingMiddleware(h.bindSession, h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.serveListenChannel)
+	addEvents(srv)
+	srv.AddReceivingMiddleware(h.bindSession, h.forbidOutsideAllowlist(allowed), undeclared, h.serveResources, h.serveListenChannel,
+		without2025Events, h.serveEvents)
 	srv.AddSendingMiddleware(h.afterAck)
 	a := &allowlist{srv: srv, verbs: names}
 	h.servers[key.String()] = a

@@ -321,3 +321,9 @@ func (o *Operator) SettingKeysUnless(ctx context.Context, key string) (keys []st
 		key).Scan(&keys) == nil
 	return keys, ok
 }
+
+// EventSubscriptions: switchboard.events_hooks_list — MCP Events webhook subscriptions (of one
+// endpoint, by id or slug, when given), never their secrets.
+func (o *Operator) EventSubscriptions(ctx context.Context, endpoint *string) ([]byte, error) {
+	return o.json(ctx, `SELECT switchboard.events_hooks_list(CASE WHEN $1::text IS NULL THEN NULL ELSE switchboard.endpoint_id($1) END)`, endpoint)
+}

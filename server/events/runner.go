@@ -1,0 +1,152 @@
+package events
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"switchboard/server/store"
+)
+
+// Interval is how often a server runs the events tick (record, fan out) and drains the
+// outbox, besides at once when the doorbell rings. Each is a few index probes when there is
+// nothing to do.
+const Interval = time.Second
+
+// senders bounds the POSTs one server makes at once; a batch is taken, sent and its outcomes
+// recorded in one transaction.
+const senders = 64
+
+// Runner is a server's events loop.
+type Runner struct {
+	st     *store.Store
+	client *Client
+	log    *slog.Logger
+	sent   *prometheus.CounterVec
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Wake runs a tick now (the doorbell rang: work became ready); it never blocks.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// NewRunner builds the loop; reg (may be nil) gets switchboard_events_deliveries_total.
+func NewRunner(st *store.Store, client *Client, log *slog.Logger, reg prometheus.Registerer) *Runner {
+	r := &Runner{st: st, client: client, log: log, done: make(chan struct{}), wake: make(chan struct{}, 1),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_events_deliveries_total",
+			Help: "MCP Events webhook POSTs by outcome (ok, gone: 410/413, not retried; or the failure category).",
+		}, []string{"outcome"})}
+	if reg != nil {
+		reg.MustRegister(r.sent)
+	}
+	return r
+}
+
+// Start runs the loop until Stop.
+func (r *Runner) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.Once(ctx)
+			case <-r.wake:
+				r.Once(ctx)
+			}
+		}
+	}()
+}
+
+// Stop ends the loop and waits for the POSTs in flight (each bounded by requestTimeout). A row
+// a stopped server had taken is sent again by another after its lease.
+func (r *Runner) Stop() {
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// Once runs one tick: record and fan out, then send what is due until nothing is.
+func (r *Runner) Once(ctx context.Context) {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, _, err := r.st.EventsTick(tctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("events tick failed", "err", store.Classify(err).Unwrap())
+		}
+		return
+	}
+	for ctx.Err() == nil {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		items, err := r.st.OutboxTake(tctx, senders)
+		cancel()
+		if err != nil {
+			r.log.Warn("events outbox take failed", "err", store.Classify(err).Unwrap())
+			return
+		}
+		if len(items) == 0 {
+			return
+		}
+		outcomes := make([]store.OutboxOutcome, len(items))
+		var wg sync.WaitGroup
+		for i, it := range items {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outcomes[i] = r.send(it)
+			}()
+		}
+		wg.Wait()
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = r.st.OutboxDone(dctx, outcomes)
+		cancel()
+		if err != nil {
+			// The rows stay leased: they are sent again when the lease runs out.
+			r.log.Warn("events outbox outcomes not recorded", "rows", len(outcomes), "err", store.Classify(err).Unwrap())
+			return
+		}
+	}
+}
+
+func (r *Runner) send(it store.OutboxItem) store.OutboxOutcome {
+	o := store.OutboxOutcome{ID: it.ID}
+	if len(it.Body) > MaxBody {
+		o.Outcome = "gone" // never sendable; the data says payload_omitted well before this
+	} else {
+		// Not the loop's context: a POST that started finishes, so its outcome is recorded.
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		status, c, _ := r.client.Post(ctx, it.URL, it.HookID, it.MessageID, it.Secrets, it.Body)
+		cancel()
+		switch {
+		case c == "":
+			o.Outcome = "ok"
+		case status == 410 || status == 413:
+			o.Outcome, o.Category = "gone", &c
+		default:
+			o.Outcome, o.Category = "retry", &c
+		}
+	}
+	label := o.Outcome
+	if o.Outcome == "retry" {
+		label = *o.Category
+	}
+	r.sent.WithLabelValues(label).Inc()
+	return o
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// MCP Events (db/code/events.sql, docs/events.md): the methods of events/* and of the outbound
+// sender (server/events). Arguments travel as JSON; answers are the functions' jsonb.
+
+// EventsTypes: switchboard.events_types — events/list's event types for the endpoint.
+func (s *Store) EventsTypes(ctx context.Context, endpoint string) ([]byte, error) {
+	return s.jsonCall(ctx, `SELECT switchboard.events_types($1)`, endpoint)
+}
+
+// EventsPoll: switchboard.events_poll — one events/poll. Nil cursor: start from now.
+func (s *Store) EventsPoll(ctx context.Context, endpoint, name string, args json.RawMessage, cursor *string, maxEvents *int, maxAgeMs *int64) ([]byte, error) {
+	return s.jsonCall(ctx, `SELECT switchboard.events_poll($1, $2, $3::jsonb, $4, $5, $6)`,
+		endpoint, name, string(args), cursor, maxEvents, maxAgeMs)
+}
+
+// EventsSubscribe: switchboard.events_subscribe — upsert a webhook subscription. ttlMs nil:
+// the server's default; -1: the client asked for no expiry. Answers {verify: true, id} while
+// the URL is unverified and verified is false.
+func (s *Store) EventsSubscribe(ctx context.Context, endpoint, name string, args json.RawMessage, url, secret string,
+	cursor *string, maxAgeMs, ttlMs *int64, verified bool) ([]byte, error) {
+	return s.jsonCall(ctx, `SELECT switchboard.events_subscribe($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9)`,
+		endpoint, name, string(args), url, secret, cursor, maxAgeMs, ttlMs, verified)
+}
+
+// EventsUnsubscribe: switchboard.events_unsubscribe.
+func (s *Store) EventsUnsubscribe(ctx context.Context, endpoint, name string, args json.RawMessage, url string) ([]byte, error) {
+	return s.jsonCall(ctx, `SELECT switchboard.events_unsubscribe($1, $2, $3::jsonb, $4)`, endpoint, name, string(args), url)
+}
+
+// EventsTick runs the recorder (todo.claimable) and then the fan-out into the outbox, as two
+// transactions: what the first records is below the second's bound. Answers the outbox rows
+// the fan-out added.
+func (s *Store) EventsTick(ctx context.Context) (recorded, fanned int, err error) {
+	if err = s.pool.QueryRow(ctx, `SELECT switchboard.events_record()`).Scan(&recorded); err != nil {
+		return 0, 0, Classify(err)
+	}
+	if err = s.pool.QueryRow(ctx, `SELECT switchboard.events_fanout()`).Scan(&fanned); err != nil {
+		return recorded, 0, Classify(err)
+	}
+	return recorded, fanned, nil
+}
+
+// OutboxItem is one POST to make: the subscription, its URL, the secrets that sign it (two
+// during a rotation's grace), the webhook-id and the body.
+type OutboxItem struct {
+	ID        int64
+	HookID    string
+	URL       string
+	Secrets   []string
+	MessageID string
+	Body      []byte
+	Attempts  int
+}
+
+// OutboxTake: switchboard.events_outbox_take — up to limit due rows, leased to this sender.
+func (s *Store) OutboxTake(ctx context.Context, limit int) ([]OutboxItem, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, hook_id, url, secrets, message_id, body::text, attempts
+	                                  FROM switchboard.events_outbox_take($1)`, limit)
+	if err != nil {
+		return nil, Classify(err)
+	}
+	defer rows.Close()
+	var out []OutboxItem
+	for rows.Next() {
+		var it OutboxItem
+		var body string
+		if err := rows.Scan(&it.ID, &it.HookID, &it.URL, &it.Secrets, &it.MessageID, &body, &it.Attempts); err != nil {
+			return nil, Classify(err)
+		}
+		it.Body = []byte(body)
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Classify(err)
+	}
+	return out, nil
+}
+
+// OutboxOutcome is the outcome of one POST: "ok", "gone" (410/413, not retried) or "retry"
+// with its lastError category.
+type OutboxOutcome struct {
+	ID       int64
+	Outcome  string
+	Category *string
+}
+
+// OutboxDone: switchboard.events_outbox_done_many — the outcomes of a batch, one transaction.
+func (s *Store) OutboxDone(ctx context.Context, outcomes []OutboxOutcome) error {
+	ids := make([]int64, len(outcomes))
+	out := make([]string, len(outcomes))
+	cats := make([]*string, len(outcomes))
+	for i, o := range outcomes {
+		ids[i], out[i], cats[i] = o.ID, o.Outcome, o.Category
+	}
+	if _, err := s.pool.Exec(ctx, `SELECT switchboard.events_outbox_done_many($1, $2, $3)`, ids, out, cats); err != nil {
+		return Classify(err)
+	}
+	return nil
+}

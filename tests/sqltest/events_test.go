@@ -1,0 +1,349 @@
+package sqltest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// poll calls events_poll and decodes the answer.
+func (d *DB) poll(c querier, ep, name string, args any, cursor *string) (out struct {
+	Events []struct {
+		EventID string         `json:"eventId"`
+		Name    string         `json:"name"`
+		Data    map[string]any `json:"data"`
+	} `json:"events"`
+	Cursor    string `json:"cursor"`
+	Truncated bool   `json:"truncated"`
+	HasMore   bool   `json:"hasMore"`
+}) {
+	d.t.Helper()
+	a, _ := json.Marshal(args)
+	var raw []byte
+	if err := c.QueryRow(ctx(), `SELECT switchboard.events_poll($1, $2, $3, $4)`, ep, name, a, cursor).Scan(&raw); err != nil {
+		d.t.Fatalf("events_poll: %v", err)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		d.t.Fatal(err)
+	}
+	return out
+}
+
+func (d *DB) record() {
+	d.t.Helper()
+	d.exec(`SELECT switchboard.events_record()`)
+	d.settle()
+}
+
+// settle waits until every transaction that committed so far is below the cluster's oldest
+// transaction in flight: readers bound by the snapshot's xmin see their rows. Transaction ids
+// are cluster-wide, so other tests' databases count.
+func (d *DB) settle() {
+	d.t.Helper()
+	var x string
+	if err := d.QueryRow(ctx(), `SELECT pg_current_xact_id()::text`).Scan(&x); err != nil {
+		d.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var past bool
+		if err := d.QueryRow(ctx(), `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, x).Scan(&past); err != nil {
+			d.t.Fatal(err)
+		}
+		if past {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatal("a transaction in the cluster stayed open for 20 s")
+		}
+	}
+}
+
+// A todo becomes a todo.claimable occurrence once the recorder ran; a poll from a null cursor
+// starts at now; the next poll from the returned cursor has nothing again.
+func TestEventsPollTodoClaimable(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox", "other")
+	first := d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, nil)
+	if len(first.Events) != 0 || first.Cursor == "" {
+		t.Fatalf("null cursor: %+v", first)
+	}
+	id := d.create(ep, "inbox", "hello")
+	d.create(ep, "other", "not this queue")
+	d.record()
+	got := d.poll(d.Pool, ep, "todo.claimable", map[string]any{"queue": "inbox"}, &first.Cursor)
+	if len(got.Events) != 1 || got.Events[0].Data["todo"].(map[string]any)["id"] != id {
+		t.Fatalf("after a push: %+v", got)
+	}
+	if !strings.HasPrefix(got.Events[0].EventID, "todo_"+id) {
+		t.Fatalf("eventId %q", got.Events[0].EventID)
+	}
+	// Recording again writes nothing new (one event per todo and attempt).
+	d.record()
+	again := d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, &first.Cursor)
+	if len(again.Events) != 2 {
+		t.Fatalf("unfiltered: %+v", again)
+	}
+	// The same cursor replays the same event ids.
+	replay := d.poll(d.Pool, ep, "todo.claimable", map[string]any{"queue": "inbox"}, &first.Cursor)
+	if len(replay.Events) != 1 || replay.Events[0].EventID != got.Events[0].EventID {
+		t.Fatalf("replay: %+v", replay)
+	}
+
+	// A lease that expires makes the todo claimable again: a new event (attempt 1).
+	d.mustClaim(ep, id)
+	d.expireLease(id)
+	d.record()
+	exp := d.poll(d.Pool, ep, "todo.claimable", map[string]any{"queue": "inbox"}, &got.Cursor)
+	if len(exp.Events) != 1 || exp.Events[0].EventID != "todo_"+id+"_1" {
+		t.Fatalf("expired lease: %+v", exp)
+	}
+}
+
+// Refusals: scope and cursors. A crafted cursor cannot widen scope (it holds a position only).
+func TestEventsRefusals(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	cases := []struct {
+		name, args string
+		cursor     *string
+		want       string
+	}{
+		{"todo.claimable", `{"queue": "elsewhere"}`, nil, forbidden},
+		{"todo.claimable", `{"bogus": 1}`, nil, invalidArgument},
+		{"todo.claimable", `{"queue": 5}`, nil, invalidArgument},
+		{"nope.event", `{}`, nil, notFound},
+		{"webhook.delivery", `{"webhook_id": "00000000-0000-0000-0000-000000000000"}`, nil, notFound},
+		{"todo.claimable", `{}`, ptr("not a cursor"), invalidArgument},
+		{"todo.claimable", `{}`, ptr(base64.RawURLEncoding.EncodeToString([]byte("1|webhook.delivery|5|0|1700000000"))), invalidArgument},
+		{"todo.claimable", `{}`, ptr(base64.RawURLEncoding.EncodeToString([]byte("1|todo.claimable|99999999999|0|1700000000"))), invalidArgument},
+	}
+	for _, c := range cases {
+		_, err := d.Exec(ctx(), `SELECT switchboard.events_poll($1, $2, $3::jsonb, $4)`, ep, c.name, c.args, c.cursor)
+		if sqlstate(err) != c.want {
+			t.Errorf("%s %s cursor=%v: %v, want %s", c.name, c.args, c.cursor, err, c.want)
+		}
+	}
+	// Without list_todos in the allowlist: not offered, and refused.
+	d.exec(`UPDATE switchboard.endpoints SET verbs = array_remove(verbs, 'list_todos') WHERE id = $1`, ep)
+	var types string
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_types($1)::text`, ep).Scan(&types); err != nil || strings.Contains(types, "todo.claimable") {
+		t.Fatalf("events_types without list_todos: %s %v", types, err)
+	}
+	if _, err := d.Exec(ctx(), `SELECT switchboard.events_poll($1, 'todo.claimable', '{}', NULL)`, ep); sqlstate(err) != forbidden {
+		t.Fatalf("poll without list_todos: %v", err)
+	}
+}
+
+// The issue's must-show: a producer holds its transaction open after it took its sequence
+// value while a later one commits; a poll in between must not step past the held event.
+func TestEventsHeldTransactionIsNotSkipped(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "owner", "inbox")
+	d.exec(`UPDATE switchboard.endpoints SET webhook_max = 1, webhook_sources = '{github}', webhook_queues = '{inbox}' WHERE id = $1`, ep)
+	var hook string
+	if err := d.QueryRow(ctx(), `SELECT switchboard.webhook_create($1, 'github', 'inbox', $2, $3)->>'webhook_id'`,
+		ep, strings.Repeat("t", 40), "whsec_"+randomHex(32)).Scan(&hook); err != nil {
+		t.Fatal(err)
+	}
+	start := d.poll(d.Pool, ep, "webhook.delivery", map[string]any{}, nil)
+	ingest := `SELECT switchboard.ingest($1, $2, 'push', true, 'ok', 'application/json', 2, '{}', '{}', 'title', 'delivered', NULL)`
+
+	cs := d.conns(2)
+	held, err := cs[0].Begin(ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx())
+	if _, err := held.Exec(ctx(), ingest, hook, "held"); err != nil { // takes the smaller id
+		t.Fatal(err)
+	}
+	if _, err := cs[1].Exec(ctx(), ingest, hook, "later"); err != nil { // commits first
+		t.Fatal(err)
+	}
+	between := d.poll(d.Pool, ep, "webhook.delivery", map[string]any{}, &start.Cursor)
+	if len(between.Events) != 0 {
+		t.Fatalf("poll while the held transaction is open returned %d events (would step past it)", len(between.Events))
+	}
+	if err := held.Commit(ctx()); err != nil {
+		t.Fatal(err)
+	}
+	d.settle()
+	after := d.poll(d.Pool, ep, "webhook.delivery", map[string]any{}, &between.Cursor)
+	if len(after.Events) != 2 || after.Events[0].Data["delivery_id"] != "held" || after.Events[1].Data["delivery_id"] != "later" {
+		t.Fatalf("after commit: %+v, want held then later", after.Events)
+	}
+	if after.Events[0].Data["webhook_id"] != hook || len(after.Events[0].Data["todo_ids"].([]any)) != 1 {
+		t.Fatalf("data: %+v", after.Events[0].Data)
+	}
+	// maxEvents pages with hasMore.
+	var raw []byte
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_poll($1, 'webhook.delivery', '{}', $2, 1)`, ep, between.Cursor).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var page struct {
+		Events  []any `json:"events"`
+		HasMore bool  `json:"hasMore"`
+	}
+	_ = json.Unmarshal(raw, &page)
+	if len(page.Events) != 1 || !page.HasMore {
+		t.Fatalf("maxEvents 1: %s", raw)
+	}
+}
+
+// Webhook subscriptions: verification first, then the outbox; a row taken by one sender is not
+// taken by another; retries back off; 2xx removes it.
+func TestEventsSubscribeAndOutbox(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	sub := `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', 'https://example.com/hook', $2, NULL, NULL, NULL, $3)`
+	var raw []byte
+	if err := d.QueryRow(ctx(), sub, ep, secret, false).Scan(&raw); err != nil || !strings.Contains(string(raw), `"verify": true`) {
+		t.Fatalf("unverified subscribe: %s %v", raw, err)
+	}
+	if _, err := d.Exec(ctx(), sub, ep, "whsec_short", true); sqlstate(err) != invalidArgument {
+		t.Fatalf("bad secret: %v", err)
+	}
+	if _, err := d.Exec(ctx(), sub, ep, "not-whsec", true); sqlstate(err) != invalidArgument {
+		t.Fatalf("bad secret: %v", err)
+	}
+	var res struct {
+		ID            string `json:"id"`
+		RefreshBefore string `json:"refreshBefore"`
+		Cursor        string `json:"cursor"`
+	}
+	if err := d.QueryRow(ctx(), sub, ep, secret, true).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(raw, &res)
+	if !strings.HasPrefix(res.ID, "sub_") || res.RefreshBefore == "" || res.Cursor == "" {
+		t.Fatalf("subscribe: %s", raw)
+	}
+	// Idempotent: the same key, the same id, now with deliveryStatus.
+	if err := d.QueryRow(ctx(), sub, ep, secret, false).Scan(&raw); err != nil || !strings.Contains(string(raw), res.ID) || !strings.Contains(string(raw), "deliveryStatus") {
+		t.Fatalf("refresh: %s %v", raw, err)
+	}
+
+	id := d.create(ep, "inbox", "hello")
+	d.record()
+	d.exec(`SELECT switchboard.events_fanout()`)
+	type taken struct {
+		ID      int64
+		Message string
+		Body    map[string]any
+	}
+	take := func(c querier) []taken {
+		rows, err := c.Query(ctx(), `SELECT id, message_id, body FROM switchboard.events_outbox_take(10)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []taken
+		for rows.Next() {
+			var x taken
+			if err := rows.Scan(&x.ID, &x.Message, &x.Body); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, x)
+		}
+		return out
+	}
+	cs := d.conns(2)
+	got := take(cs[0])
+	if len(got) != 1 || !strings.HasPrefix(got[0].Message, "todo_"+id) || got[0].Body["cursor"] == nil {
+		t.Fatalf("take: %+v", got)
+	}
+	if other := take(cs[1]); len(other) != 0 {
+		t.Fatalf("a second sender took %d rows already taken", len(other))
+	}
+	d.exec(`SELECT switchboard.events_outbox_done($1, 'retry', 'http_5xx')`, got[0].ID)
+	var status string
+	if err := d.QueryRow(ctx(), `SELECT last_error FROM switchboard.event_subscriptions WHERE id = $1`, res.ID).Scan(&status); err != nil || status != "http_5xx" {
+		t.Fatalf("view: %q %v", status, err)
+	}
+	d.exec(`UPDATE switchboard.event_outbox SET next_at = now()`)
+	again := take(cs[1])
+	if len(again) != 1 || again[0].Message != got[0].Message {
+		t.Fatalf("retry: %+v", again)
+	}
+	d.exec(`SELECT switchboard.events_outbox_done($1, 'ok')`, again[0].ID)
+	var n int
+	if err := d.QueryRow(ctx(), `SELECT count(*) FROM switchboard.event_outbox`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("outbox after ok: %d %v", n, err)
+	}
+	// Fan-out again sends nothing twice.
+	d.record()
+	d.exec(`SELECT switchboard.events_fanout()`)
+	if got := take(cs[0]); len(got) != 0 {
+		t.Fatalf("second fan-out: %+v", got)
+	}
+	if _, err := d.Exec(ctx(), `SELECT switchboard.events_unsubscribe($1, 'todo.claimable', '{}', 'https://example.com/hook')`, ep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Exec(ctx(), `SELECT switchboard.events_unsubscribe($1, 'todo.claimable', '{}', 'https://example.com/hook')`, ep); sqlstate(err) != notFound {
+		t.Fatalf("second unsubscribe: %v", err)
+	}
+}
+
+// A lapsed subscription refreshed with the client's last cursor replays what it missed, in
+// order; a cursor older than retention is answered truncated (the SEP's gap on subscribe).
+func TestEventsRefreshAfterLapseReplays(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	sub := `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', 'https://example.com/hook', $2, $3, NULL, NULL, true)`
+	var raw []byte
+	if err := d.QueryRow(ctx(), sub, ep, secret, nil).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Cursor    string `json:"cursor"`
+		Truncated bool   `json:"truncated"`
+	}
+	_ = json.Unmarshal(raw, &res)
+	cursor := res.Cursor
+	// The subscription lapses (the client stopped refreshing); todos arrive meanwhile.
+	d.exec(`UPDATE switchboard.event_hooks SET refresh_before = now() - interval '1 minute'`)
+	var ids []string
+	for _, title := range []string{"a", "b", "c"} {
+		ids = append(ids, d.create(ep, "inbox", title))
+		d.record()
+	}
+	d.exec(`SELECT switchboard.events_fanout()`)
+	if err := d.QueryRow(ctx(), sub, ep, secret, cursor).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	d.exec(`SELECT switchboard.events_fanout()`)
+	rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY xact, seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var m string
+		_ = rows.Scan(&m)
+		got = append(got, m)
+	}
+	rows.Close()
+	if len(got) != 3 || got[0] != "todo_"+ids[0]+"_0" || got[1] != "todo_"+ids[1]+"_0" || got[2] != "todo_"+ids[2]+"_0" {
+		t.Fatalf("replayed %v, want a, b, c", got)
+	}
+	// Older than retention: truncated.
+	var old string
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_cursor('todo.claimable', pg_current_xact_id(), 0, now() - interval '30 days')`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	d.exec(`DELETE FROM switchboard.event_hooks`)
+	if err := d.QueryRow(ctx(), sub, ep, secret, old).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(raw, &res)
+	if !res.Truncated {
+		t.Fatalf("cursor older than retention: %s", raw)
+	}
+	if p := d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, &old); !p.Truncated {
+		t.Fatalf("poll from a cursor older than retention: %+v", p)
+	}
+}
