@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -232,21 +230,10 @@ func TestConsoleQueuesBrowser(t *testing.T) {
 		}
 	}))
 	t.Cleanup(rollup.Close)
-	shots := os.Getenv("SWITCHBOARD_CONSOLE_SCREENSHOTS")
-	if shots == "" {
-		abs, err := filepath.Abs(filepath.Join(tsDir, "screenshots"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		shots = abs
-	}
-	runNode(t, 600*time.Second, []string{
-		"SB_BASE=" + base, "SB_INVITE=" + base + "/console/invite/" + invite,
-		"SB_MCP_URL=" + e.url(ep), "SB_CRED=" + ep.Cred, "SB_WEBHOOK=" + hook.ID,
-		"SB_INGEST_URL=" + e.base + "/webhooks/w/" + token, "SB_MINTED=" + minted, "SB_PUSH_URL=" + pushes.URL, "SB_ROLLUP_URL=" + rollup.URL,
-		"SB_CHROMIUM=" + chromiumBin(t), "SB_SHOTS=" + shots,
-	}, "--test", "--test-reporter=spec", "--test-concurrency=1", "console-queues.test.mjs")
-	t.Logf("console screenshots: %s", shots)
+	runConsoleBrowser(t, "console-queues.test.mjs",
+		"SB_BASE="+base, "SB_INVITE="+base+"/console/invite/"+invite,
+		"SB_MCP_URL="+e.url(ep), "SB_CRED="+ep.Cred, "SB_WEBHOOK="+hook.ID,
+		"SB_INGEST_URL="+e.base+"/webhooks/w/"+token, "SB_MINTED="+minted, "SB_PUSH_URL="+pushes.URL, "SB_ROLLUP_URL="+rollup.URL)
 
 	// What the browser did is in the database: the provider's secret in force, one refusal, and
 	// the actions in alice's audit log.

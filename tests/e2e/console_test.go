@@ -139,20 +139,9 @@ func TestConsoleBrowser(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"todo_id": id})
 	}))
 	t.Cleanup(hook.Close)
-	shots := os.Getenv("SWITCHBOARD_CONSOLE_SCREENSHOTS")
-	if shots == "" {
-		abs, err := filepath.Abs(filepath.Join(tsDir, "screenshots"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		shots = abs
-	}
-	runNode(t, 600*time.Second, []string{
-		"SB_BASE=" + base, "SB_INVITE_ALICE=" + base + "/console/invite/" + aliceInvite,
-		"SB_INVITE_BOB=" + base + "/console/invite/" + bobInvite, "SB_INVITE_ALICE2=" + base + "/console/invite/" + aliceInvite2, "SB_PUSH_URL=" + hook.URL,
-		"SB_CHROMIUM=" + chromiumBin(t), "SB_SHOTS=" + shots,
-	}, "--test", "--test-reporter=spec", "--test-concurrency=1", "console.test.mjs")
-	t.Logf("console screenshots: %s", shots)
+	runConsoleBrowser(t, "console.test.mjs",
+		"SB_BASE="+base, "SB_INVITE_ALICE="+base+"/console/invite/"+aliceInvite,
+		"SB_INVITE_BOB="+base+"/console/invite/"+bobInvite, "SB_INVITE_ALICE2="+base+"/console/invite/"+aliceInvite2, "SB_PUSH_URL="+hook.URL)
 
 	// The friendship bob asked for and alice approved lets bob's webhooks deliver into alice's
 	// endpoints (the browser test revoked the one she vended there): a route from bob's webhook
@@ -473,4 +462,22 @@ func TestConsoleHomeCounts(t *testing.T) {
 	if !strings.Contains(body, row) {
 		t.Fatalf("home has no row %s:\n%s", row, body)
 	}
+}
+
+// runConsoleBrowser runs one of tests/ts's console scripts in Chromium with env, keeping its
+// screenshots in SWITCHBOARD_CONSOLE_SCREENSHOTS (default tests/ts/screenshots). The bound is
+// generous: on a loaded 2-core machine a script ran past 240 s.
+func runConsoleBrowser(t *testing.T, script string, env ...string) {
+	t.Helper()
+	shots := os.Getenv("SWITCHBOARD_CONSOLE_SCREENSHOTS")
+	if shots == "" {
+		abs, err := filepath.Abs(filepath.Join(tsDir, "screenshots"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shots = abs
+	}
+	env = append(env, "SB_CHROMIUM="+chromiumBin(t), "SB_SHOTS="+shots)
+	runNode(t, 600*time.Second, env, "--test", "--test-reporter=spec", "--test-concurrency=1", script)
+	t.Logf("console screenshots: %s", shots)
 }
