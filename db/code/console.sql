@@ -38,15 +38,10 @@ COMMENT ON FUNCTION switchboard.console_audit_list(uuid, int) IS
   'Console audit rows the human may see (their own; an operator everyone''s), newest first.';
 
 -- Home: the human's agents and endpoints, and per queue of their endpoints the counts by state
--- and the oldest pending age. Each state is read through its own partial index (pending:
--- todos_claimable, claimed: todos_leases, retry wait: todos_retries, dead letters: todos_dead),
--- so the done history, however long, is never scanned.
+-- and the oldest pending age: the Queues screen's counts (console_queues, each state read
+-- through its own partial index, so the done history, however long, is never scanned).
 CREATE OR REPLACE FUNCTION switchboard.console_home(p_human uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_eps uuid[] := ARRAY(SELECT e.id FROM switchboard.endpoints e
-                            JOIN switchboard.agents a ON a.id = e.agent_id
-                           WHERE switchboard.console_sees(p_human, a.owner_human_id));
 BEGIN
     RETURN jsonb_build_object(
         'endpoints', coalesce((
@@ -54,36 +49,13 @@ BEGIN
               FROM switchboard.endpoints e
               JOIN switchboard.agents a ON a.id = e.agent_id
               JOIN switchboard.humans h ON h.id = a.owner_human_id
-             WHERE e.id = ANY (v_eps)), '[]'::jsonb),
-        'queues', coalesce((
-            SELECT jsonb_agg(jsonb_build_object(
-                       'endpoint_id', q.endpoint_id, 'slug', e.slug, 'queue', q.queue,
-                       'pending', q.pending, 'claimed', q.claimed, 'retry_wait', q.retry_wait,
-                       'dead', q.dead, 'oldest_pending_seconds', q.oldest) ORDER BY e.slug, q.queue)
-              FROM (SELECT t.endpoint_id, t.queue,
-                           count(*) FILTER (WHERE t.kind = 'pending') AS pending,
-                           count(*) FILTER (WHERE t.kind = 'claimed') AS claimed,
-                           count(*) FILTER (WHERE t.kind = 'retry_wait') AS retry_wait,
-                           count(*) FILTER (WHERE t.kind = 'dead') AS dead,
-                           floor(extract(epoch FROM now() - min(t.created_at) FILTER (WHERE t.kind = 'pending')))::bigint AS oldest
-                      FROM (SELECT p.endpoint_id, p.queue::text AS queue, 'pending' AS kind, p.created_at
-                              FROM switchboard.todos p WHERE p.state = 'pending' AND p.endpoint_id = ANY (v_eps)
-                            UNION ALL
-                            SELECT c.endpoint_id, c.queue, 'claimed', c.created_at
-                              FROM switchboard.todos c WHERE c.lease_expires_at IS NOT NULL AND c.endpoint_id = ANY (v_eps)
-                            UNION ALL
-                            SELECT r.endpoint_id, r.queue, 'retry_wait', r.created_at
-                              FROM switchboard.todos r WHERE r.next_retry_at IS NOT NULL AND r.endpoint_id = ANY (v_eps)
-                            UNION ALL
-                            SELECT d.endpoint_id, d.queue, 'dead', d.created_at
-                              FROM switchboard.todos d
-                             WHERE d.state = 'failed' AND d.next_retry_at IS NULL AND d.endpoint_id = ANY (v_eps)) t
-                     GROUP BY t.endpoint_id, t.queue) q
-              JOIN switchboard.endpoints e ON e.id = q.endpoint_id), '[]'::jsonb));
+             WHERE switchboard.console_sees(p_human, a.owner_human_id)), '[]'::jsonb),
+        'queues', switchboard.console_queues(p_human,
+                      (SELECT operator FROM switchboard.humans WHERE id = p_human)));
 END
 $$;
 COMMENT ON FUNCTION switchboard.console_home(uuid) IS
-  'Home screen: the endpoints the human may see, and per endpoint queue the live counts (pending, claimed, retry_wait, dead) and the oldest pending age, each through its partial index.';
+  'Home screen: the endpoints the human may see, and per endpoint queue the counts of console_queues.';
 
 -- One endpoint the human may see, with its OAuth grants; NULL for another human's, a malformed
 -- or an unknown id.

@@ -54,12 +54,12 @@ type endpointRow struct {
 
 type queueRow struct {
 	EndpointID    string   `json:"endpoint_id"`
-	Slug          string   `json:"slug"`
+	Slug          string   `json:"endpoint"`
 	Queue         string   `json:"queue"`
 	Pending       int64    `json:"pending"`
 	Claimed       int64    `json:"claimed"`
 	RetryWait     int64    `json:"retry_wait"`
-	Dead          int64    `json:"dead"`
+	Dead          int64    `json:"dead_letter"`
 	OldestPending *float64 `json:"oldest_pending_seconds"`
 }
 
