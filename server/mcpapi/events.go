@@ -115,15 +115,16 @@ func (h *Handler) serveEvents(next mcp.MethodHandler) mcp.MethodHandler {
 		if ss == nil || ss.ID() != "" {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method + " (MCP Events is served on protocol 2026-07-28)"}
 		}
-		e := entryFor(req.GetExtra())
-		if e == nil {
+		rq := requestOf(req.GetExtra())
+		if rq == nil || rq.entry == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not found"}
 		}
+		e := rq.entry
 		p, _ := req.GetParams().(*eventsParams)
 		if p == nil {
 			p = &eventsParams{}
 		}
-		raw, err := h.events(ctx, ss, e, method, p)
+		raw, err := h.events(ctx, ss, e, rq.cred, method, p)
 		if err != nil {
 			return nil, h.eventsError(e, err)
 		}
@@ -131,7 +132,7 @@ func (h *Handler) serveEvents(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpointEntry, method string, p *eventsParams) ([]byte, error) {
+func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpointEntry, cred []byte, method string, p *eventsParams) ([]byte, error) {
 	st, ep := h.o.Store, e.ep.ID
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
@@ -178,7 +179,7 @@ func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpoint
 		}
 		ttl = &v
 	}
-	out, err := st.EventsSubscribe(ctx, ep, p.Name, args, d.URL, d.Secret, p.Cursor, p.MaxAgeMs, ttl, false)
+	out, err := st.EventsSubscribe(ctx, ep, p.Name, args, d.URL, d.Secret, p.Cursor, p.MaxAgeMs, ttl, false, cred)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpoint
 	if err := h.o.Callbacks.Verify(ctx, d.URL, pending.ID, d.Secret); err != nil {
 		return nil, err
 	}
-	return st.EventsSubscribe(ctx, ep, p.Name, args, d.URL, d.Secret, p.Cursor, p.MaxAgeMs, ttl, true)
+	return st.EventsSubscribe(ctx, ep, p.Name, args, d.URL, d.Secret, p.Cursor, p.MaxAgeMs, ttl, true, cred)
 }
 
 // eventsError maps refusals to the SEP's codes; nothing of the receiver's answer and no SQL.

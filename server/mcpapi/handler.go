@@ -204,6 +204,7 @@ type request struct {
 	ctx      context.Context
 	entry    *endpointEntry
 	v        *verified // what the credential lookup established (nil: trusted without one)
+	cred     []byte    // the hash of the request's bearer credential (an OAuth token names its grant)
 	reserved bool      // holds a place under the session cap for the session it may start (guarded by Handler.mu)
 	info     auth.TokenInfo
 
@@ -322,7 +323,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.release(e)
-	rq.entry, rq.v = e, v
+	rq.entry, rq.v, rq.cred = e, v, hash
 	rq.info = auth.TokenInfo{UserID: ep.ID}
 	if r.Method == http.MethodPost {
 		// For the handlers (requestOf). A GET stream dispatches nothing, and holds its request
