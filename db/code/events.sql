@@ -460,6 +460,13 @@ BEGIN
                 refresh_before = excluded.refresh_before, active = true, failures = 0, failed_since = NULL,
                 last_error = NULL, refreshed_at = now(), grant_id = excluded.grant_id
         RETURNING * INTO h;
+        IF v_trunc THEN
+            -- The receiver hears of the gap too (the SEP's gap envelope, with the cursor delivery
+            -- resumes from: what is still kept after it); the fan-out waits until it is out.
+            INSERT INTO switchboard.event_outbox (hook_id, message_id, body)
+            VALUES (v_id, 'msg_gap_' || replace(gen_random_uuid()::text, '-', ''),
+                    jsonb_build_object('type', 'gap', 'cursor', switchboard.events_watermark(h)));
+        END IF;
     ELSE
         -- Live: the cursor is a no-op; the TTL is granted again, a new secret replaces the old
         -- one (both sign for 5 minutes), delivery is active again.
@@ -523,6 +530,8 @@ BEGIN
                                      switchboard.as_uuid(x.arguments ->> 'webhook_id') AS webhook_id
                                 FROM switchboard.agents a WHERE a.id = e.agent_id) s
          WHERE x.refresh_before > now() AND (x.pos_xact, x.pos_seq) < (v_bound, 0::bigint)
+           -- a gap envelope still to send goes first (control rows have no position)
+           AND NOT EXISTS (SELECT 1 FROM switchboard.event_outbox g WHERE g.hook_id = x.id AND g.xact IS NULL)
            AND CASE x.name
                  WHEN 'todo.claimable' THEN EXISTS (
                      SELECT 1 FROM switchboard.event_log l
