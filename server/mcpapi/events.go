@@ -225,6 +225,8 @@ func (h *Handler) eventsError(e *endpointEntry, err error) error {
 // shutdown: serveListen). It confirms with notifications/events/active, then polls the same
 // SQL function as events/poll and sends each occurrence as notifications/events/event, with a
 // heartbeat carrying the cursor. Any replica serves it: the events are in PostgreSQL.
+// Revocation and rotation end it with notifications/events/terminated (the client drops the
+// subscription); expiry and shutdown just close it (the client reconnects with its cursor).
 const (
 	streamMethod    = "events/stream"
 	streamPoll      = 500 * time.Millisecond
@@ -302,6 +304,19 @@ func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *en
 	if err := send(first); err != nil {
 		return []byte(`{}`), nil
 	}
+	// terminated says why the server ends the stream, then the final result (the SEP's
+	// StreamEventsResult) closes it.
+	terminated := func(reason string) ([]byte, error) {
+		_ = ss.Notify(ctx, "notifications/events/terminated", map[string]any{
+			"error": map[string]any{"code": codeForbidden, "message": "Forbidden", "data": map[string]string{"reason": reason}},
+			"_meta": meta})
+		return json.Marshal(map[string]any{"_meta": meta})
+	}
+	var ending <-chan struct{}
+	se, _ := ctx.Value(streamEndKey{}).(*streamEnd)
+	if se != nil {
+		ending = se.done
+	}
 	cursor := first.Cursor
 	tick := time.NewTicker(streamPoll)
 	defer tick.Stop()
@@ -309,8 +324,10 @@ func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *en
 	defer beat.Stop()
 	for {
 		select {
+		case <-ending:
+			return terminated(se.reason) // revoked or rotated (serveListen)
 		case <-ctx.Done():
-			return []byte(`{}`), nil // revoked, rotated, expired, shutting down, or the client left
+			return []byte(`{}`), nil // expired, shutting down, or the client left
 		case <-beat.C:
 			if ss.Notify(ctx, "notifications/events/heartbeat", map[string]any{"cursor": cursor, "_meta": meta}) != nil {
 				return []byte(`{}`), nil
@@ -321,6 +338,9 @@ func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *en
 				if err != nil {
 					if ctx.Err() != nil {
 						return []byte(`{}`), nil
+					}
+					if store.Classify(err).Code == store.CodeForbidden {
+						return terminated("Access revoked") // before this server heard of it
 					}
 					return nil, err
 				}

@@ -467,3 +467,48 @@ func TestEventsStreamAcrossReplicas(t *testing.T) {
 		t.Fatal("the stream outlived the endpoint's revocation")
 	}
 }
+
+// A push stream that the server ends because the credential was rotated or the endpoint
+// revoked says so with notifications/events/terminated (Forbidden, the subscription's id),
+// then the final result, then closes.
+func TestEventsStreamTerminated(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ name, sql string }{
+		{"rotate", `SELECT switchboard.endpoint_rotate($1, $2, 'sbk_rotated', NULL)`},
+		{"revoke", `SELECT switchboard.endpoint_revoke($1)`},
+	} {
+		ep := e.vend("end-"+c.name, []string{"inbox"}, nil)
+		resp, rd, active := openEventStream(t, e.url(ep), ep.Cred, map[string]any{"name": "todo.claimable", "cursor": nil})
+		if active["method"] != "notifications/events/active" {
+			t.Fatalf("%s: first stream message: %v", c.name, active)
+		}
+		if c.name == "rotate" {
+			e.exec(c.sql, ep.ID, make([]byte, 32))
+		} else {
+			e.exec(c.sql, ep.ID)
+		}
+		var term map[string]any
+		for term == nil {
+			m := nextEvent(t, rd, soon)
+			if m == nil {
+				t.Fatalf("%s: the stream ended without notifications/events/terminated", c.name)
+			}
+			if m["method"] == "notifications/events/terminated" {
+				term = m
+			}
+		}
+		p, _ := term["params"].(map[string]any)
+		er, _ := p["error"].(map[string]any)
+		if errCode(er) != -32024 || er["data"] == nil || p["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"] != "stream-1" {
+			t.Fatalf("%s: terminated: %v", c.name, term)
+		}
+		if final := nextEvent(t, rd, soon); final["id"] != "stream-1" || final["result"] == nil {
+			t.Fatalf("%s: final frame: %v", c.name, final)
+		}
+		select {
+		case <-streamEnd(resp.Body):
+		case <-time.After(soon):
+			t.Fatalf("%s: the stream stayed open", c.name)
+		}
+	}
+}
