@@ -702,6 +702,18 @@ $$;
 COMMENT ON FUNCTION switchboard.events_terminate_grants(uuid[], text) IS
   'End the webhook subscriptions made with revoked OAuth grants: a signed terminated envelope each.';
 
+-- Metrics (switchboard_events_outbox_oldest_seconds, read at scrape time): the age of the oldest
+-- row still in the outbox, sent or not, in seconds; 0 when it is empty.
+CREATE OR REPLACE FUNCTION switchboard.events_outbox_age() RETURNS double precision
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT extract(epoch FROM now() - min(o.created_at))::double precision
+                       FROM switchboard.event_outbox o), 0);
+END
+$$;
+COMMENT ON FUNCTION switchboard.events_outbox_age() IS
+  'Age in seconds of the oldest MCP Events outbox row (0 when empty), for the metrics gauge.';
+
 -- Operators: subscriptions without their secrets (switchboard events list, the DBA view).
 CREATE OR REPLACE FUNCTION switchboard.events_hooks_list(p_endpoint uuid DEFAULT NULL) RETURNS jsonb
 LANGUAGE sql STABLE AS $$

@@ -103,6 +103,7 @@ BEGIN
         'switchboard.events_fanout()',
         'switchboard.events_outbox_take(int, int)',
         'switchboard.events_outbox_done_many(bigint[], text[], text[])',
+        'switchboard.events_outbox_age()',
         -- the receiver
         'switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint)',
         'switchboard.webhook_for_ingest(text)',

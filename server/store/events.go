@@ -104,3 +104,13 @@ func (s *Store) OutboxDone(ctx context.Context, outcomes []OutboxOutcome) error 
 	}
 	return nil
 }
+
+// OutboxAge: switchboard.events_outbox_age — seconds since the oldest outbox row was written
+// (0 when the outbox is empty).
+func (s *Store) OutboxAge(ctx context.Context) (float64, error) {
+	var age float64
+	if err := s.pool.QueryRow(ctx, `SELECT switchboard.events_outbox_age()`).Scan(&age); err != nil {
+		return 0, Classify(err)
+	}
+	return age, nil
+}

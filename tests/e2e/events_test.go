@@ -512,3 +512,32 @@ func TestEventsStreamTerminated(t *testing.T) {
 		}
 	}
 }
+
+// /metrics shows the age of the oldest outbox row: 0 when empty, then that of a row that
+// cannot be sent (its subscription is gone) and was written 90 s ago.
+func TestEventsOutboxAgeMetric(t *testing.T) {
+	e := newEnv(t)
+	age := func() float64 {
+		resp := rawRequest(t, "GET", e.base+"/metrics", "", nil, nil)
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "switchboard_events_outbox_oldest_seconds "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("metric line %q", line)
+				}
+				return f
+			}
+		}
+		t.Fatal("no switchboard_events_outbox_oldest_seconds on /metrics")
+		return 0
+	}
+	if a := age(); a != 0 {
+		t.Fatalf("empty outbox: %v", a)
+	}
+	e.exec(`INSERT INTO switchboard.event_outbox (hook_id, message_id, body, created_at)
+	        VALUES ('sub_gone', 'msg_test', '{}', now() - interval '90 seconds')`)
+	if a := age(); a < 90 || a > 3600 {
+		t.Fatalf("outbox with a 90 s old row: %v", a)
+	}
+}
