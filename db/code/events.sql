@@ -376,13 +376,15 @@ $$;
 -- checks the rest. A URL the endpoint has not verified answers {verify: true, id} and stores
 -- nothing: the server sends the signed challenge and calls again with p_verified.
 -- p_ttl_ms: NULL = server default (1 h); -1 = the client asked for no expiry (granted 24 h);
--- else clamped to 1 min .. 24 h.
+-- else clamped to 1 min .. 24 h. p_cred: the hash of the request's bearer credential; when it
+-- is an OAuth access token, the subscription remembers its grant (revoking the grant ends it).
 CREATE OR REPLACE FUNCTION switchboard.events_subscribe(
     p_endpoint uuid, p_name text, p_args jsonb, p_url text, p_secret text, p_cursor text,
-    p_max_age_ms bigint, p_ttl_ms bigint, p_verified boolean)
+    p_max_age_ms bigint, p_ttl_ms bigint, p_verified boolean, p_cred bytea DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_grant   uuid;
     v_cx      xid8;
     v_cs      bigint;
     v_cat     timestamptz;
@@ -413,6 +415,15 @@ BEGIN
         SELECT x.xact, x.seq, x.at INTO v_cx, v_cs, v_cat FROM switchboard.events_cursor_parse(p_name, p_cursor) x;
     END IF;
     v_id := switchboard.events_hook_id(p_endpoint, p_url, p_name, v_args);
+    SELECT t.grant_id INTO v_grant FROM switchboard.oauth_tokens t WHERE t.signature = p_cred AND t.kind = 'access';
+    IF v_grant IS NOT NULL THEN
+        -- Share-locks the grant against a concurrent revocation (which updates its row): either
+        -- that revocation ends this subscription (events_terminate_grants) or this sees it.
+        PERFORM 1 FROM switchboard.oauth_grants g WHERE g.id = v_grant AND g.revoked_at IS NULL FOR SHARE;
+        IF NOT FOUND THEN
+            PERFORM switchboard.refuse('forbidden', 'the OAuth grant was revoked');
+        END IF;
+    END IF;
     IF NOT p_verified AND NOT EXISTS (SELECT 1 FROM switchboard.event_callbacks
                                        WHERE endpoint_id = p_endpoint AND url = p_url) THEN
         RETURN jsonb_build_object('verify', true, 'id', v_id);
@@ -440,22 +451,30 @@ BEGIN
         END IF;
         DELETE FROM switchboard.event_outbox WHERE hook_id = v_id;
         INSERT INTO switchboard.event_hooks AS x (id, endpoint_id, name, arguments, url, secret, pos_xact, pos_seq,
-                                                  refresh_before)
+                                                  refresh_before, grant_id)
         VALUES (v_id, p_endpoint, p_name, v_args, p_url, p_secret,
-                coalesce(v_cx, v_bound), coalesce(v_cs, 0), now() + v_ttl)
+                coalesce(v_cx, v_bound), coalesce(v_cs, 0), now() + v_ttl, v_grant)
         ON CONFLICT (id) DO UPDATE
             SET secret = excluded.secret, previous_secret = NULL, previous_until = NULL,
                 pos_xact = excluded.pos_xact, pos_seq = excluded.pos_seq,
                 refresh_before = excluded.refresh_before, active = true, failures = 0, failed_since = NULL,
-                last_error = NULL, refreshed_at = now()
+                last_error = NULL, refreshed_at = now(), grant_id = excluded.grant_id
         RETURNING * INTO h;
+        IF v_trunc THEN
+            -- The receiver hears of the gap too (the SEP's gap envelope, with the cursor delivery
+            -- resumes from: what is still kept after it); the fan-out waits until it is out.
+            INSERT INTO switchboard.event_outbox (hook_id, message_id, body)
+            VALUES (v_id, 'msg_gap_' || replace(gen_random_uuid()::text, '-', ''),
+                    jsonb_build_object('type', 'gap', 'cursor', switchboard.events_watermark(h)));
+        END IF;
     ELSE
         -- Live: the cursor is a no-op; the TTL is granted again, a new secret replaces the old
         -- one (both sign for 5 minutes), delivery is active again.
         UPDATE switchboard.event_hooks x
            SET previous_secret = CASE WHEN x.secret <> p_secret THEN x.secret ELSE x.previous_secret END,
                previous_until  = CASE WHEN x.secret <> p_secret THEN now() + interval '5 minutes' ELSE x.previous_until END,
-               secret = p_secret, refresh_before = now() + v_ttl, active = true, refreshed_at = now()
+               secret = p_secret, refresh_before = now() + v_ttl, active = true, refreshed_at = now(),
+               grant_id = v_grant
          WHERE x.id = v_id
         RETURNING * INTO h;
     END IF;
@@ -465,7 +484,7 @@ BEGIN
                    ELSE '{}' END;
 END
 $$;
-COMMENT ON FUNCTION switchboard.events_subscribe(uuid, text, jsonb, text, text, text, bigint, bigint, boolean) IS
+COMMENT ON FUNCTION switchboard.events_subscribe(uuid, text, jsonb, text, text, text, bigint, bigint, boolean, bytea) IS
   'events/subscribe: upsert a webhook subscription keyed by (endpoint, url, name, arguments); {verify, id} while the URL is unverified.';
 
 CREATE OR REPLACE FUNCTION switchboard.events_unsubscribe(p_endpoint uuid, p_name text, p_args jsonb, p_url text)
@@ -511,6 +530,8 @@ BEGIN
                                      switchboard.as_uuid(x.arguments ->> 'webhook_id') AS webhook_id
                                 FROM switchboard.agents a WHERE a.id = e.agent_id) s
          WHERE x.refresh_before > now() AND (x.pos_xact, x.pos_seq) < (v_bound, 0::bigint)
+           -- a gap envelope still to send goes first (control rows have no position)
+           AND NOT EXISTS (SELECT 1 FROM switchboard.event_outbox g WHERE g.hook_id = x.id AND g.xact IS NULL)
            AND CASE x.name
                  WHEN 'todo.claimable' THEN EXISTS (
                      SELECT 1 FROM switchboard.event_log l
@@ -641,17 +662,15 @@ $$;
 COMMENT ON FUNCTION switchboard.events_outbox_done_many(bigint[], text[], text[]) IS
   'Senders: the outcomes of a batch of POSTs (events_outbox_done each), in one transaction.';
 
--- The endpoint was revoked or its credential rotated: each of its webhook subscriptions ends
--- with a signed terminated envelope (the outbox row keeps its own copy of url and secret) and
--- its pending events are dropped. Called by endpoint_revoke and endpoint_rotate.
-CREATE OR REPLACE FUNCTION switchboard.events_terminate(p_endpoint uuid, p_reason text) RETURNS int
+-- Ends webhook subscriptions: a signed terminated envelope each (the outbox row keeps its own
+-- copy of url and secret, its hook is gone) and their pending events dropped.
+CREATE OR REPLACE FUNCTION switchboard.events_end(p_hooks text[], p_reason text) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     v_n int;
 BEGIN
-    DELETE FROM switchboard.event_outbox o USING switchboard.event_hooks x
-     WHERE o.hook_id = x.id AND x.endpoint_id = p_endpoint;
-    WITH gone AS (DELETE FROM switchboard.event_hooks x WHERE x.endpoint_id = p_endpoint RETURNING x.*)
+    DELETE FROM switchboard.event_outbox o WHERE o.hook_id = ANY (p_hooks);
+    WITH gone AS (DELETE FROM switchboard.event_hooks x WHERE x.id = ANY (p_hooks) RETURNING x.*)
     INSERT INTO switchboard.event_outbox (hook_id, message_id, body, url, secret)
     SELECT g.id, 'msg_terminated_' || replace(gen_random_uuid()::text, '-', ''),
            jsonb_build_object('type', 'terminated', 'error', jsonb_build_object(
@@ -662,8 +681,38 @@ BEGIN
     RETURN v_n;
 END
 $$;
+COMMENT ON FUNCTION switchboard.events_end(text[], text) IS
+  'End webhook subscriptions: a signed terminated envelope each, pending events dropped.';
+
+-- The endpoint was revoked or its credential rotated. Called by endpoint_revoke and
+-- endpoint_rotate.
+CREATE OR REPLACE FUNCTION switchboard.events_terminate(p_endpoint uuid, p_reason text) RETURNS int
+LANGUAGE sql AS $$
+    SELECT switchboard.events_end(ARRAY(SELECT x.id FROM switchboard.event_hooks x WHERE x.endpoint_id = p_endpoint), p_reason)
+$$;
 COMMENT ON FUNCTION switchboard.events_terminate(uuid, text) IS
   'End an endpoint''s webhook subscriptions (revocation, rotation): a signed terminated envelope each, pending events dropped.';
+
+-- OAuth grants were revoked: the subscriptions made (or last refreshed) with their tokens end.
+-- Called by oauth_grants_revoke.
+CREATE OR REPLACE FUNCTION switchboard.events_terminate_grants(p_grants uuid[], p_reason text) RETURNS int
+LANGUAGE sql AS $$
+    SELECT switchboard.events_end(ARRAY(SELECT x.id FROM switchboard.event_hooks x WHERE x.grant_id = ANY (p_grants)), p_reason)
+$$;
+COMMENT ON FUNCTION switchboard.events_terminate_grants(uuid[], text) IS
+  'End the webhook subscriptions made with revoked OAuth grants: a signed terminated envelope each.';
+
+-- Metrics (switchboard_events_outbox_oldest_seconds, read at scrape time): the age of the oldest
+-- row still in the outbox, sent or not, in seconds; 0 when it is empty.
+CREATE OR REPLACE FUNCTION switchboard.events_outbox_age() RETURNS double precision
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT extract(epoch FROM now() - min(o.created_at))::double precision
+                       FROM switchboard.event_outbox o), 0);
+END
+$$;
+COMMENT ON FUNCTION switchboard.events_outbox_age() IS
+  'Age in seconds of the oldest MCP Events outbox row (0 when empty), for the metrics gauge.';
 
 -- Operators: subscriptions without their secrets (switchboard events list, the DBA view).
 CREATE OR REPLACE FUNCTION switchboard.events_hooks_list(p_endpoint uuid DEFAULT NULL) RETURNS jsonb

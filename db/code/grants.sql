@@ -97,12 +97,13 @@ BEGIN
         -- MCP Events (events.sql)
         'switchboard.events_types(uuid)',
         'switchboard.events_poll(uuid, text, jsonb, text, int, bigint)',
-        'switchboard.events_subscribe(uuid, text, jsonb, text, text, text, bigint, bigint, boolean)',
+        'switchboard.events_subscribe(uuid, text, jsonb, text, text, text, bigint, bigint, boolean, bytea)',
         'switchboard.events_unsubscribe(uuid, text, jsonb, text)',
         'switchboard.events_record()',
         'switchboard.events_fanout()',
         'switchboard.events_outbox_take(int, int)',
         'switchboard.events_outbox_done_many(bigint[], text[], text[])',
+        'switchboard.events_outbox_age()',
         -- the receiver
         'switchboard.ingest_if_current(uuid, text, text, boolean, text, text, int, jsonb, jsonb, text, text, jsonb, text, uuid[], text, bigint)',
         'switchboard.webhook_for_ingest(text)',
@@ -209,7 +210,7 @@ BEGIN
     EXECUTE format('GRANT SELECT (%s) ON switchboard.webhooks TO switchboard_dba', v_columns);
     -- The MCP Events subscriptions and outbox: everything but the client's whsec_ secrets.
     GRANT SELECT (id, endpoint_id, name, arguments, url, pos_xact, pos_seq, refresh_before, active,
-                  last_delivery_at, last_error, failed_since, failures, created_at, refreshed_at)
+                  last_delivery_at, last_error, failed_since, failures, created_at, refreshed_at, grant_id)
        ON switchboard.event_hooks TO switchboard_dba;
     GRANT SELECT (id, hook_id, message_id, xact, seq, body, url, attempts, next_at, created_at)
        ON switchboard.event_outbox TO switchboard_dba;

@@ -244,8 +244,8 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM switchboard.refuse('not_found', 'unknown endpoint');
     END IF;
+    PERFORM switchboard.events_terminate(p_endpoint, 'Access revoked'); -- first: all with this reason
     PERFORM switchboard.oauth_grants_revoke(NULL, p_endpoint);
-    PERFORM switchboard.events_terminate(p_endpoint, 'Access revoked');
     UPDATE switchboard.todos
        SET state = 'failed', next_retry_at = NULL, lease_expires_at = NULL, lease_token_hash = NULL,
            result = '{"error": "endpoint_revoked"}', completed_at = now(), updated_at = now()
@@ -289,9 +289,10 @@ BEGIN
         END IF;
         PERFORM switchboard.refuse('not_found', 'unknown endpoint');
     END IF;
-    -- A new credential ends the OAuth grants too (oauth_grants_revoke notifies when it ends any).
-    PERFORM switchboard.oauth_grants_revoke(NULL, e.id);
+    -- A new credential ends the OAuth grants too (oauth_grants_revoke notifies when it ends any),
+    -- and the webhook subscriptions (first, so that all say why).
     PERFORM switchboard.events_terminate(e.id, 'Credential rotated');
+    PERFORM switchboard.oauth_grants_revoke(NULL, e.id);
     IF NOT v_grace THEN
         PERFORM pg_notify('switchboard_revoked', 'rotated:' || e.id);
     END IF;

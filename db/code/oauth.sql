@@ -222,28 +222,33 @@ $$;
 COMMENT ON FUNCTION switchboard.oauth_grant_list(uuid) IS 'The OAuth grants of an endpoint, live and revoked; never a token.';
 
 -- Revoke grants (one, or all of an endpoint) and tell the servers to check their sessions'
--- credentials again (the 'rotated:' notification), so live sessions of its tokens close.
+-- credentials again (the 'rotated:' notification), so live sessions of its tokens close. The
+-- MCP Events webhook subscriptions made with them end (a signed terminated envelope each).
 CREATE OR REPLACE FUNCTION switchboard.oauth_grants_revoke(p_grant uuid, p_endpoint uuid) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     v_endpoint uuid;
+    v_grant    uuid;
+    v_grants   uuid[] := '{}'::uuid[];
     v_count int := 0;
 BEGIN
-    FOR v_endpoint IN
+    FOR v_endpoint, v_grant IN
         UPDATE switchboard.oauth_grants SET revoked_at = now()
          WHERE (id = p_grant OR endpoint_id = p_endpoint) AND revoked_at IS NULL
-        RETURNING endpoint_id
+        RETURNING endpoint_id, id
     LOOP
         v_count := v_count + 1;
+        v_grants := v_grants || v_grant;
     END LOOP;
     IF v_count > 0 THEN
+        PERFORM switchboard.events_terminate_grants(v_grants, 'OAuth grant revoked');
         PERFORM pg_notify('switchboard_revoked', 'rotated:' || coalesce(p_endpoint, v_endpoint));
     END IF;
     RETURN v_count;
 END
 $$;
 COMMENT ON FUNCTION switchboard.oauth_grants_revoke(uuid, uuid) IS
-  'Revoke one grant (p_grant) or every grant of an endpoint (p_endpoint); their tokens stop at once and live sessions are told to re-check.';
+  'Revoke one grant (p_grant) or every grant of an endpoint (p_endpoint); their tokens stop at once, live sessions are told to re-check, webhook subscriptions made with them end.';
 
 CREATE OR REPLACE FUNCTION switchboard.oauth_grant_revoke(p_grant uuid) RETURNS jsonb
 LANGUAGE plpgsql AS $$

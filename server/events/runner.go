@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -39,7 +40,8 @@ func (r *Runner) Wake() {
 	}
 }
 
-// NewRunner builds the loop; reg (may be nil) gets switchboard_events_deliveries_total.
+// NewRunner builds the loop; reg (may be nil) gets switchboard_events_deliveries_total and
+// switchboard_events_outbox_oldest_seconds.
 func NewRunner(st *store.Store, client *Client, log *slog.Logger, reg prometheus.Registerer) *Runner {
 	r := &Runner{st: st, client: client, log: log, done: make(chan struct{}), wake: make(chan struct{}, 1),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -47,9 +49,24 @@ func NewRunner(st *store.Store, client *Client, log *slog.Logger, reg prometheus
 			Help: "MCP Events webhook POSTs by outcome (ok, gone: 410/413, not retried; or the failure category).",
 		}, []string{"outcome"})}
 	if reg != nil {
-		reg.MustRegister(r.sent)
+		reg.MustRegister(r.sent, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchboard_events_outbox_oldest_seconds",
+			Help: "Age of the oldest row still in the MCP Events outbox (sent when due, retried, or waiting for a suspended subscription); 0 when empty, NaN when it could not be read.",
+		}, r.outboxAge))
 	}
 	return r
+}
+
+// outboxAge reads the outbox's oldest age at scrape time (a min() over a table that holds
+// only what is still to send).
+func (r *Runner) outboxAge() float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	age, err := r.st.OutboxAge(ctx)
+	if err != nil {
+		return math.NaN()
+	}
+	return age
 }
 
 // Start runs the loop until Stop.

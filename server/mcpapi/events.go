@@ -115,15 +115,16 @@ func (h *Handler) serveEvents(next mcp.MethodHandler) mcp.MethodHandler {
 		if ss == nil || ss.ID() != "" {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method + " (MCP Events is served on protocol 2026-07-28)"}
 		}
-		e := entryFor(req.GetExtra())
-		if e == nil {
+		rq := requestOf(req.GetExtra())
+		if rq == nil || rq.entry == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not found"}
 		}
+		e := rq.entry
 		p, _ := req.GetParams().(*eventsParams)
 		if p == nil {
 			p = &eventsParams{}
 		}
-		raw, err := h.events(ctx, ss, e, method, p)
+		raw, err := h.events(ctx, ss, e, rq.cred, method, p)
 		if err != nil {
 			return nil, h.eventsError(e, err)
 		}
@@ -131,7 +132,7 @@ func (h *Handler) serveEvents(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpointEntry, method string, p *eventsParams) ([]byte, error) {
+func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpointEntry, cred []byte, method string, p *eventsParams) ([]byte, error) {
 	st, ep := h.o.Store, e.ep.ID
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
@@ -178,7 +179,7 @@ func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpoint
 		}
 		ttl = &v
 	}
-	out, err := st.EventsSubscribe(ctx, ep, p.Name, args, d.URL, d.Secret, p.Cursor, p.MaxAgeMs, ttl, false)
+	out, err := st.EventsSubscribe(ctx, ep, p.Name, args, d.URL, d.Secret, p.Cursor, p.MaxAgeMs, ttl, false, cred)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func (h *Handler) events(ctx context.Context, ss *mcp.ServerSession, e *endpoint
 	if err := h.o.Callbacks.Verify(ctx, d.URL, pending.ID, d.Secret); err != nil {
 		return nil, err
 	}
-	return st.EventsSubscribe(ctx, ep, p.Name, args, d.URL, d.Secret, p.Cursor, p.MaxAgeMs, ttl, true)
+	return st.EventsSubscribe(ctx, ep, p.Name, args, d.URL, d.Secret, p.Cursor, p.MaxAgeMs, ttl, true, cred)
 }
 
 // eventsError maps refusals to the SEP's codes; nothing of the receiver's answer and no SQL.
@@ -224,6 +225,8 @@ func (h *Handler) eventsError(e *endpointEntry, err error) error {
 // shutdown: serveListen). It confirms with notifications/events/active, then polls the same
 // SQL function as events/poll and sends each occurrence as notifications/events/event, with a
 // heartbeat carrying the cursor. Any replica serves it: the events are in PostgreSQL.
+// Revocation and rotation end it with notifications/events/terminated (the client drops the
+// subscription); expiry and shutdown just close it (the client reconnects with its cursor).
 const (
 	streamMethod    = "events/stream"
 	streamPoll      = 500 * time.Millisecond
@@ -301,6 +304,19 @@ func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *en
 	if err := send(first); err != nil {
 		return []byte(`{}`), nil
 	}
+	// terminated says why the server ends the stream, then the final result (the SEP's
+	// StreamEventsResult) closes it.
+	terminated := func(reason string) ([]byte, error) {
+		_ = ss.Notify(ctx, "notifications/events/terminated", map[string]any{
+			"error": map[string]any{"code": codeForbidden, "message": "Forbidden", "data": map[string]string{"reason": reason}},
+			"_meta": meta})
+		return json.Marshal(map[string]any{"_meta": meta})
+	}
+	var ending <-chan struct{}
+	se, _ := ctx.Value(streamEndKey{}).(*streamEnd)
+	if se != nil {
+		ending = se.done
+	}
 	cursor := first.Cursor
 	tick := time.NewTicker(streamPoll)
 	defer tick.Stop()
@@ -308,8 +324,10 @@ func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *en
 	defer beat.Stop()
 	for {
 		select {
+		case <-ending:
+			return terminated(se.reason) // revoked or rotated (serveListen)
 		case <-ctx.Done():
-			return []byte(`{}`), nil // revoked, rotated, expired, shutting down, or the client left
+			return []byte(`{}`), nil // expired, shutting down, or the client left
 		case <-beat.C:
 			if ss.Notify(ctx, "notifications/events/heartbeat", map[string]any{"cursor": cursor, "_meta": meta}) != nil {
 				return []byte(`{}`), nil
@@ -320,6 +338,9 @@ func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *en
 				if err != nil {
 					if ctx.Err() != nil {
 						return []byte(`{}`), nil
+					}
+					if store.Classify(err).Code == store.CodeForbidden {
+						return terminated("Access revoked") // before this server heard of it
 					}
 					return nil, err
 				}

@@ -204,6 +204,7 @@ type request struct {
 	ctx      context.Context
 	entry    *endpointEntry
 	v        *verified // what the credential lookup established (nil: trusted without one)
+	cred     []byte    // the hash of the request's bearer credential (an OAuth token names its grant)
 	reserved bool      // holds a place under the session cap for the session it may start (guarded by Handler.mu)
 	info     auth.TokenInfo
 
@@ -322,7 +323,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.release(e)
-	rq.entry, rq.v = e, v
+	rq.entry, rq.v, rq.cred = e, v, hash
 	rq.info = auth.TokenInfo{UserID: ep.ID}
 	if r.Method == http.MethodPost {
 		// For the handlers (requestOf). A GET stream dispatches nothing, and holds its request
@@ -334,12 +335,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 	if modern(r) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == listenMethod {
-			h.serveListen(sw, r.WithContext(ctx), e, hash, ep.Expires, h.stateless) // modern.go
+			h.serveListen(sw, r.WithContext(ctx), e, hash, ep.Expires, h.stateless, false) // modern.go
 			return
 		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == streamMethod {
 			// events/stream lives like a listen stream (events.go).
-			h.serveListen(sw, withStreamID(r.WithContext(ctx)), e, hash, ep.Expires, h.streaming)
+			h.serveListen(sw, withStreamID(r.WithContext(ctx)), e, hash, ep.Expires, h.streaming, true)
 			return
 		}
 		h.stateless.ServeHTTP(sw, r.WithContext(ctx))
@@ -633,7 +634,7 @@ func (h *Handler) Revoke(endpointID string) {
 		h.closeSession(s)
 	}
 	for _, ls := range listens {
-		ls.cancel()
+		ls.end("Access revoked")
 	}
 	if len(all)+len(listens) > 0 {
 		h.log.Info("endpoint revoked; sessions closed", "endpoint_id", endpointID, "sessions", len(all), "listen_streams", len(listens))
@@ -673,7 +674,7 @@ func (h *Handler) closeUnresolvedListens(ctx context.Context, endpointID string)
 	byCred := map[string][]func(){}
 	if e := h.entries[endpointID]; e != nil {
 		for ls := range e.open {
-			byCred[string(ls.cred)] = append(byCred[string(ls.cred)], ls.cancel)
+			byCred[string(ls.cred)] = append(byCred[string(ls.cred)], func() { ls.end("Credential revoked or rotated") })
 		}
 	}
 	h.mu.Unlock()

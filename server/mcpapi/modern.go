@@ -17,6 +17,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,18 +39,33 @@ func modern(r *http.Request) bool {
 	return r.Header.Get(sessionHeader) == "" && r.Header.Get(versionHeader) >= newProtocol
 }
 
-// listen is an open subscriptions/listen request: cancel ends it (revocation, rotation).
+// listen is an open subscriptions/listen or events/stream request: end ends it (revocation,
+// rotation), saying why.
 type listen struct {
-	cred   []byte // the credential hash it was opened with (closeUnresolvedListens)
-	cancel context.CancelFunc
+	cred []byte // the credential hash it was opened with (closeUnresolvedListens)
+	end  func(reason string)
 }
+
+// streamEnd tells an events/stream why it must end, before its context is cancelled, so that
+// it can say so (notifications/events/terminated: events.go).
+type streamEnd struct {
+	once   sync.Once
+	done   chan struct{}
+	reason string // set before done closes
+}
+
+type streamEndKey struct{}
+
+// streamEndGrace is how long an events/stream told to end has to say so before it is cancelled.
+const streamEndGrace = 2 * time.Second
 
 // serveListen serves a subscriptions/listen request of endpoint e (the SDK checks that
 // Mcp-Method names the body's method) under the rules of a stream: refused while draining or
 // at the endpoint's cap, ended by a revocation of the endpoint (Revoke), a credential that no
 // longer resolves (closeUnresolvedListens), its expiry (an OAuth access token; zero: none) or
-// shutdown. The SDK's listen handler ends with the request's context.
-func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpointEntry, cred []byte, expires time.Time, sdk http.Handler) {
+// shutdown. The SDK's listen handler ends with the request's context; an events/stream (events)
+// is told why it ends first, on revocation and rotation (streamEnd).
+func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpointEntry, cred []byte, expires time.Time, sdk http.Handler, events bool) {
 	if h.Draining() {
 		refuseDraining(w) // a new stream belongs on another replica (drain.go)
 		return
@@ -60,7 +76,16 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, e *endpoin
 		ctx, cancel = context.WithDeadline(ctx, expires)
 		defer cancel()
 	}
-	l := &listen{cred: cred, cancel: cancel}
+	end := func(string) { cancel() }
+	if events {
+		se := &streamEnd{done: make(chan struct{})}
+		ctx = context.WithValue(ctx, streamEndKey{}, se)
+		end = func(reason string) {
+			se.once.Do(func() { se.reason = reason; close(se.done) })
+			time.AfterFunc(streamEndGrace, cancel)
+		}
+	}
+	l := &listen{cred: cred, end: end}
 	h.mu.Lock()
 	full, revoked := e.streams() >= h.o.MaxSessions, e.revoked
 	if !full && !revoked {

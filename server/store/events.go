@@ -21,11 +21,12 @@ func (s *Store) EventsPoll(ctx context.Context, endpoint, name string, args json
 
 // EventsSubscribe: switchboard.events_subscribe — upsert a webhook subscription. ttlMs nil:
 // the server's default; -1: the client asked for no expiry. Answers {verify: true, id} while
-// the URL is unverified and verified is false.
+// the URL is unverified and verified is false. cred is the hash of the request's bearer
+// credential: a subscription made with an OAuth access token ends when its grant is revoked.
 func (s *Store) EventsSubscribe(ctx context.Context, endpoint, name string, args json.RawMessage, url, secret string,
-	cursor *string, maxAgeMs, ttlMs *int64, verified bool) ([]byte, error) {
-	return s.jsonCall(ctx, `SELECT switchboard.events_subscribe($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9)`,
-		endpoint, name, string(args), url, secret, cursor, maxAgeMs, ttlMs, verified)
+	cursor *string, maxAgeMs, ttlMs *int64, verified bool, cred []byte) ([]byte, error) {
+	return s.jsonCall(ctx, `SELECT switchboard.events_subscribe($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10)`,
+		endpoint, name, string(args), url, secret, cursor, maxAgeMs, ttlMs, verified, cred)
 }
 
 // EventsUnsubscribe: switchboard.events_unsubscribe.
@@ -102,4 +103,14 @@ func (s *Store) OutboxDone(ctx context.Context, outcomes []OutboxOutcome) error 
 		return Classify(err)
 	}
 	return nil
+}
+
+// OutboxAge: switchboard.events_outbox_age — seconds since the oldest outbox row was written
+// (0 when the outbox is empty).
+func (s *Store) OutboxAge(ctx context.Context) (float64, error) {
+	var age float64
+	if err := s.pool.QueryRow(ctx, `SELECT switchboard.events_outbox_age()`).Scan(&age); err != nil {
+		return 0, Classify(err)
+	}
+	return age, nil
 }

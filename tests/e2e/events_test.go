@@ -325,19 +325,17 @@ func TestEventsOutboxSurvivesDeadSender(t *testing.T) {
 	}
 }
 
-// Revoking the endpoint ends its webhook subscriptions with a signed terminated envelope.
-func TestEventsTerminatedOnRevoke(t *testing.T) {
-	e := newEnv(t, allowPrivateCallbacks)
-	ep := e.vend("term", []string{"inbox"}, nil)
+// terminations records the control envelopes of type terminated that reach rc, with their path.
+func terminations(rc *receiver) func() []map[string]any {
 	var mu sync.Mutex
 	var bodies []map[string]any
-	rc := newReceiver(t)
 	inner := rc.srv.Config.Handler
 	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var v map[string]any
 		_ = json.Unmarshal(body, &v)
 		if v["type"] == "terminated" {
+			v["path"] = r.URL.Path
 			mu.Lock()
 			bodies = append(bodies, v)
 			mu.Unlock()
@@ -345,14 +343,59 @@ func TestEventsTerminatedOnRevoke(t *testing.T) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		inner.ServeHTTP(w, r)
 	})
+	return func() []map[string]any { mu.Lock(); defer mu.Unlock(); return append([]map[string]any(nil), bodies...) }
+}
+
+// Revoking the endpoint ends its webhook subscriptions with a signed terminated envelope.
+func TestEventsTerminatedOnRevoke(t *testing.T) {
+	e := newEnv(t, allowPrivateCallbacks)
+	ep := e.vend("term", []string{"inbox"}, nil)
+	rc := newReceiver(t)
+	bodies := terminations(rc)
 	if _, serr := eventsCall(t, e.url(ep), ep.Cred, "events/subscribe", map[string]any{"name": "todo.claimable",
 		"delivery": map[string]any{"mode": "webhook", "url": rc.srv.URL + "/hook", "secret": rc.whsec()}}); serr != nil {
 		t.Fatal(serr)
 	}
 	e.exec(`SELECT switchboard.endpoint_revoke($1)`, ep.ID)
-	eventually(t, soon, "a terminated envelope", func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
-	if rc.bad.Load() != 0 || bodies[0]["error"].(map[string]any)["code"].(float64) != -32024 {
-		t.Fatalf("terminated: %v (bad signatures %d)", bodies[0], rc.bad.Load())
+	eventually(t, soon, "a terminated envelope", func() bool { return len(bodies()) == 1 })
+	if b := bodies()[0]; rc.bad.Load() != 0 || b["error"].(map[string]any)["code"].(float64) != -32024 {
+		t.Fatalf("terminated: %v (bad signatures %d)", b, rc.bad.Load())
+	}
+}
+
+// Revoking an OAuth grant ends the subscriptions made with its access token (signed terminated
+// envelope); one made with the endpoint's sbk_ credential carries on.
+func TestEventsTerminatedOnGrantRevoke(t *testing.T) {
+	e := newEnv(t, allowPrivateCallbacks)
+	ep := e.vend("grant", []string{"inbox"}, nil)
+	tr := e.tokens(newOAuthClient(t, e.base), ep)
+	rc := newReceiver(t)
+	bodies := terminations(rc)
+	for cred, path := range map[string]string{tr.AccessToken: "/oauth", ep.Cred: "/sbk"} {
+		if _, serr := eventsCall(t, e.url(ep), cred, "events/subscribe", map[string]any{"name": "todo.claimable",
+			"delivery": map[string]any{"mode": "webhook", "url": rc.srv.URL + path, "secret": rc.whsec()}}); serr != nil {
+			t.Fatalf("subscribe %s: %v", path, serr)
+		}
+	}
+	var grant string
+	if err := e.pool.QueryRow(ctxT(t), `SELECT id FROM switchboard.oauth_grants WHERE endpoint_id = $1`, ep.ID).Scan(&grant); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`SELECT switchboard.oauth_grant_revoke($1)`, grant)
+	eventually(t, soon, "a terminated envelope", func() bool { return len(bodies()) == 1 })
+	b := bodies()[0]
+	if rc.bad.Load() != 0 || b["path"] != "/oauth" || b["error"].(map[string]any)["code"].(float64) != -32024 ||
+		b["error"].(map[string]any)["data"].(map[string]any)["reason"] != "OAuth grant revoked" {
+		t.Fatalf("terminated: %v (bad signatures %d)", b, rc.bad.Load())
+	}
+	var left []string
+	if err := e.pool.QueryRow(ctxT(t), `SELECT array_agg(url) FROM switchboard.event_hooks WHERE endpoint_id = $1`, ep.ID).Scan(&left); err != nil ||
+		len(left) != 1 || !strings.HasSuffix(left[0], "/sbk") {
+		t.Fatalf("subscriptions left: %v %v", left, err)
+	}
+	// A refresh with the revoked token is refused at the door.
+	if s := e.mcpStatus(ep, tr.AccessToken); s != 401 {
+		t.Fatalf("revoked token: %d", s)
 	}
 }
 
@@ -422,5 +465,79 @@ func TestEventsStreamAcrossReplicas(t *testing.T) {
 	case <-end:
 	case <-time.After(soon):
 		t.Fatal("the stream outlived the endpoint's revocation")
+	}
+}
+
+// A push stream that the server ends because the credential was rotated or the endpoint
+// revoked says so with notifications/events/terminated (Forbidden, the subscription's id),
+// then the final result, then closes.
+func TestEventsStreamTerminated(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ name, sql string }{
+		{"rotate", `SELECT switchboard.endpoint_rotate($1, $2, 'sbk_rotated', NULL)`},
+		{"revoke", `SELECT switchboard.endpoint_revoke($1)`},
+	} {
+		ep := e.vend("end-"+c.name, []string{"inbox"}, nil)
+		resp, rd, active := openEventStream(t, e.url(ep), ep.Cred, map[string]any{"name": "todo.claimable", "cursor": nil})
+		if active["method"] != "notifications/events/active" {
+			t.Fatalf("%s: first stream message: %v", c.name, active)
+		}
+		if c.name == "rotate" {
+			e.exec(c.sql, ep.ID, make([]byte, 32))
+		} else {
+			e.exec(c.sql, ep.ID)
+		}
+		var term map[string]any
+		for term == nil {
+			m := nextEvent(t, rd, soon)
+			if m == nil {
+				t.Fatalf("%s: the stream ended without notifications/events/terminated", c.name)
+			}
+			if m["method"] == "notifications/events/terminated" {
+				term = m
+			}
+		}
+		p, _ := term["params"].(map[string]any)
+		er, _ := p["error"].(map[string]any)
+		if errCode(er) != -32024 || er["data"] == nil || p["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"] != "stream-1" {
+			t.Fatalf("%s: terminated: %v", c.name, term)
+		}
+		if final := nextEvent(t, rd, soon); final["id"] != "stream-1" || final["result"] == nil {
+			t.Fatalf("%s: final frame: %v", c.name, final)
+		}
+		select {
+		case <-streamEnd(resp.Body):
+		case <-time.After(soon):
+			t.Fatalf("%s: the stream stayed open", c.name)
+		}
+	}
+}
+
+// /metrics shows the age of the oldest outbox row: 0 when empty, then that of a row that
+// cannot be sent (its subscription is gone) and was written 90 s ago.
+func TestEventsOutboxAgeMetric(t *testing.T) {
+	e := newEnv(t)
+	age := func() float64 {
+		resp := rawRequest(t, "GET", e.base+"/metrics", "", nil, nil)
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "switchboard_events_outbox_oldest_seconds "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("metric line %q", line)
+				}
+				return f
+			}
+		}
+		t.Fatal("no switchboard_events_outbox_oldest_seconds on /metrics")
+		return 0
+	}
+	if a := age(); a != 0 {
+		t.Fatalf("empty outbox: %v", a)
+	}
+	e.exec(`INSERT INTO switchboard.event_outbox (hook_id, message_id, body, created_at)
+	        VALUES ('sub_gone', 'msg_test', '{}', now() - interval '90 seconds')`)
+	if a := age(); a < 90 || a > 3600 {
+		t.Fatalf("outbox with a 90 s old row: %v", a)
 	}
 }

@@ -347,3 +347,59 @@ func TestEventsRefreshAfterLapseReplays(t *testing.T) {
 		t.Fatalf("poll from a cursor older than retention: %+v", p)
 	}
 }
+
+// A subscription that starts from a cursor older than retention (a lapsed one refreshed with an
+// old cursor) sends the SEP's gap envelope, {"type":"gap","cursor"}, before anything else; the
+// events still kept after the cursor follow once it is out, and its cursor replays them.
+func TestEventsGapEnvelope(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	var old string
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_cursor('todo.claimable', pg_current_xact_id(), 0, now() - interval '30 days')`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, nil) // the endpoint uses events: recorded
+	id := d.create(ep, "inbox", "kept")
+	d.record()
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	var raw []byte
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', 'https://example.com/hook', $2, $3, NULL, NULL, true)`,
+		ep, secret, old).Scan(&raw); err != nil || !strings.Contains(string(raw), `"truncated": true`) {
+		t.Fatalf("subscribe: %s %v", raw, err)
+	}
+	outbox := func() (ids []string) {
+		rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m string
+			_ = rows.Scan(&m)
+			ids = append(ids, m)
+		}
+		return ids
+	}
+	d.exec(`SELECT switchboard.events_fanout()`) // waits for the gap envelope
+	if got := outbox(); len(got) != 1 || !strings.HasPrefix(got[0], "msg_gap_") {
+		t.Fatalf("outbox before the gap went out: %v", got)
+	}
+	var rowID int64
+	var body map[string]any
+	if err := d.QueryRow(ctx(), `SELECT id, body FROM switchboard.events_outbox_take(10)`).Scan(&rowID, &body); err != nil {
+		t.Fatal(err)
+	}
+	cursor, _ := body["cursor"].(string)
+	if body["type"] != "gap" || cursor == "" || len(body) != 2 {
+		t.Fatalf("gap envelope: %v", body)
+	}
+	d.exec(`SELECT switchboard.events_outbox_done($1, 'ok')`, rowID)
+	d.exec(`SELECT switchboard.events_fanout()`)
+	if got := outbox(); len(got) != 1 || got[0] != "todo_"+id+"_0" {
+		t.Fatalf("outbox after the gap: %v, want the kept todo", got)
+	}
+	// The gap's cursor is fresh (not truncated again) and replays what is kept after it.
+	if p := d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, &cursor); p.Truncated || len(p.Events) != 1 || p.Events[0].EventID != "todo_"+id+"_0" {
+		t.Fatalf("poll from the gap's cursor: %+v", p)
+	}
+}
