@@ -335,8 +335,11 @@ func TestConsoleCookieFlags(t *testing.T) {
 		t.Error("no CSP")
 	}
 	r, _ := page(t, "GET", base+"/console/signin", "", nil, nil)
-	if csp := r.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
-		t.Errorf("console CSP: %q", csp)
+	// Strict: same-origin scripts, styles and forms only, no inline source of any kind.
+	const strict = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	if csp := r.Header.Get("Content-Security-Policy"); csp != strict {
+		t.Errorf("console CSP: %q, want %q", csp, strict)
 	}
 }
 
