@@ -137,11 +137,7 @@ func eventsFanout(ctx context.Context, b *Bench, bin string, n int) ([]Row, erro
 		return nil, err
 	}
 	defer admin.Close(context.Background())
-	var backend int
-	if err := admin.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		return nil, err
-	}
-	postmaster, err := parentPID(backend)
+	postmaster, err := postmasterOf(ctx, admin)
 	if err != nil {
 		return nil, err
 	}

@@ -236,11 +236,7 @@ func clusterOf(ctx context.Context, url string) (int, error) {
 		return 0, err
 	}
 	defer c.Close(ctx)
-	var backend int
-	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		return 0, err
-	}
-	return parentPID(backend)
+	return postmasterOf(ctx, c)
 }
 
 // graphilePath is one Graphile Worker drain at peerWorkers (batch > 1: batched), in a database of

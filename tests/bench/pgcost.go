@@ -98,11 +98,7 @@ func (p pathCost) perOp(d time.Duration) float64 {
 // measurePath runs op on n fresh sessions with the statistics reset before, and reads them after.
 func measurePath(ctx context.Context, b *Bench, admin *pgx.Conn, url string, n int, op Op) (pathCost, error) {
 	var out pathCost
-	var backend int
-	if err := admin.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		return out, err
-	}
-	postmaster, err := parentPID(backend)
+	postmaster, err := postmasterOf(ctx, admin)
 	if err != nil {
 		return out, err
 	}

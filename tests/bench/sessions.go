@@ -177,12 +177,7 @@ func runScale(ctx context.Context, b *Bench, bin string, sc sessionsConfig) (sca
 		return res, err
 	}
 	defer admin.Close(context.Background())
-	// This cluster's postmaster: other clusters may share the machine.
-	var backend int
-	if err := admin.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		return res, err
-	}
-	postmaster, err := parentPID(backend)
+	postmaster, err := postmasterOf(ctx, admin)
 	if err != nil {
 		return res, err
 	}
@@ -533,6 +528,16 @@ func metricValue(ctx context.Context, base, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+// postmasterOf is the postmaster of the cluster conn is connected to: the parent of its backend
+// (Linux /proc), so that a section counts this cluster's CPU when other clusters share the machine.
+func postmasterOf(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return 0, err
+	}
+	return parentPID(backend)
 }
 
 // parentPID is a process's parent (Linux /proc).
