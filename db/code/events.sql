@@ -397,8 +397,14 @@ DECLARE
     v_key     bytea;
     v_live    boolean;
     v_refresh boolean;
+    v_floor   timestamptz;
+    s         record;
+    f         record;
 BEGIN
-    PERFORM switchboard.events_scope(p_endpoint, p_name, v_args);
+    SELECT * INTO s FROM switchboard.events_scope(p_endpoint, p_name, v_args);
+    IF p_max_age_ms IS NOT NULL AND p_max_age_ms < 0 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'maxAgeMs must not be negative');
+    END IF;
     BEGIN
         v_key := decode(substr(p_secret, 7), 'base64');
     EXCEPTION WHEN others THEN
@@ -444,9 +450,22 @@ BEGIN
     IF NOT v_live THEN
         -- New, or lapsed: delivery starts at the client's cursor (replay), else now.
         IF v_cx IS NOT NULL THEN
-            IF v_cat < now() - make_interval(days => switchboard.setting('retain_events_days')::int)
-               OR (p_max_age_ms IS NOT NULL AND v_cat < now() - make_interval(secs => p_max_age_ms / 1000.0)) THEN
+            v_trunc := v_cat < now() - make_interval(days => switchboard.setting('retain_events_days')::int);
+            v_floor := now() - make_interval(secs => p_max_age_ms / 1000.0);
+            IF v_cat < v_floor THEN
+                -- maxAgeMs floors the replay: it starts just before the first occurrence after
+                -- the cursor that is not older than the floor (a seek by time), else at now.
                 v_trunc := true;
+                SELECT r.xact, r.seq INTO f
+                  FROM switchboard.events_read(p_name, p_endpoint, s.queues, s.human_id, s.queue, s.webhook_id,
+                                               v_cx, v_cs, v_bound, v_floor, 1) r;
+                IF f.xact IS NOT NULL THEN
+                    v_cx := f.xact;
+                    v_cs := f.seq - 1;
+                ELSE
+                    v_cx := v_bound;
+                    v_cs := 0;
+                END IF;
             END IF;
         END IF;
         DELETE FROM switchboard.event_outbox WHERE hook_id = v_id;

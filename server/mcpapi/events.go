@@ -269,8 +269,13 @@ func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *en
 		Truncated bool             `json:"truncated"`
 		HasMore   bool             `json:"hasMore"`
 	}
+	// maxAgeMs floors the replay from the client's cursor: the first poll only (later ones
+	// read from the stream's own cursor, and must not drop an event that waited on a
+	// transaction in flight for longer).
+	maxAge := p.MaxAgeMs
 	poll := func(cursor *string) (*pollResult, error) {
-		raw, err := st.EventsPoll(ctx, ep, p.Name, args, cursor, nil, p.MaxAgeMs)
+		raw, err := st.EventsPoll(ctx, ep, p.Name, args, cursor, nil, maxAge)
+		maxAge = nil
 		if err != nil {
 			return nil, err
 		}

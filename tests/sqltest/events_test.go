@@ -403,3 +403,70 @@ func TestEventsGapEnvelope(t *testing.T) {
 		t.Fatalf("poll from the gap's cursor: %+v", p)
 	}
 }
+
+// maxAgeMs on events/subscribe floors the replay as on events/poll (the SEP: replay begins at
+// the later of the cursor and now - maxAgeMs, truncated when the floor passed the cursor): a
+// lapsed subscription refreshed with an old cursor gets only the occurrences not older than
+// the floor; without maxAgeMs the same cursor replays them all.
+func TestEventsSubscribeMaxAgeFloorsReplay(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, nil) // the endpoint uses events: recorded
+	var old string                                              // a position before both todos, stood 10 minutes ago
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_cursor('todo.claimable', pg_snapshot_xmin(pg_current_snapshot()), 0, now() - interval '10 minutes')`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	stale := d.create(ep, "inbox", "ten minutes old")
+	d.record()
+	fresh := d.create(ep, "inbox", "just now")
+	d.record()
+	d.exec(`UPDATE switchboard.event_log SET occurred_at = now() - interval '10 minutes' WHERE todo_id = $1`, stale)
+
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	sub := `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', 'https://example.com/hook', $2, $3, $4, NULL, true)`
+	if _, err := d.Exec(ctx(), sub, ep, secret, old, -1); sqlstate(err) != invalidArgument {
+		t.Fatalf("negative maxAgeMs: %v", err)
+	}
+	outbox := func() (ids []string) {
+		rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY xact, seq`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m string
+			_ = rows.Scan(&m)
+			ids = append(ids, m)
+		}
+		return ids
+	}
+	var raw []byte
+	if err := d.QueryRow(ctx(), sub, ep, secret, old, 300000).Scan(&raw); err != nil || !strings.Contains(string(raw), `"truncated": true`) {
+		t.Fatalf("subscribe with maxAgeMs: %s %v", raw, err)
+	}
+	var gap int64
+	if err := d.QueryRow(ctx(), `SELECT id FROM switchboard.events_outbox_take(10)`).Scan(&gap); err != nil {
+		t.Fatal(err)
+	}
+	d.exec(`SELECT switchboard.events_outbox_done($1, 'ok')`, gap) // the gap envelope goes first
+	d.exec(`SELECT switchboard.events_fanout()`)
+	if got := outbox(); len(got) != 1 || got[0] != "todo_"+fresh+"_0" {
+		t.Fatalf("replay floored by maxAgeMs: %v, want only the fresh todo", got)
+	}
+	// events/poll from the same cursor with the same floor answers the same.
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_poll($1, 'todo.claimable', '{}', $2, NULL, 300000)`, ep, old).Scan(&raw); err != nil ||
+		!strings.Contains(string(raw), "todo_"+fresh) || strings.Contains(string(raw), "todo_"+stale) || !strings.Contains(string(raw), `"truncated": true`) {
+		t.Fatalf("poll with maxAgeMs: %s %v", raw, err)
+	}
+
+	// Without maxAgeMs, the same cursor (within retention) replays both, not truncated.
+	d.exec(`DELETE FROM switchboard.event_outbox`)
+	d.exec(`DELETE FROM switchboard.event_hooks`)
+	if err := d.QueryRow(ctx(), sub, ep, secret, old, nil).Scan(&raw); err != nil || !strings.Contains(string(raw), `"truncated": false`) {
+		t.Fatalf("subscribe without maxAgeMs: %s %v", raw, err)
+	}
+	d.exec(`SELECT switchboard.events_fanout()`)
+	if got := outbox(); len(got) != 2 || got[0] != "todo_"+stale+"_0" || got[1] != "todo_"+fresh+"_0" {
+		t.Fatalf("replay without maxAgeMs: %v, want both", got)
+	}
+}
