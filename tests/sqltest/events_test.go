@@ -470,3 +470,77 @@ func TestEventsSubscribeMaxAgeFloorsReplay(t *testing.T) {
 		t.Fatalf("replay without maxAgeMs: %v, want both", got)
 	}
 }
+
+// Suspension follows the SEP's failure-rate rule: above 95% failures over a rolling hour with
+// at least 100 attempts (successes counted from the batch path too). 410/413 do not count; an
+// hour-old sample is forgotten; a refresh says active: false once and reactivates.
+func TestEventsSuspensionByFailureRate(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	sub := `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', 'https://example.com/hook', $2, NULL, NULL, NULL, true)`
+	var raw []byte
+	if err := d.QueryRow(ctx(), sub, ep, secret).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var hook string
+	if err := d.QueryRow(ctx(), `SELECT id FROM switchboard.event_hooks`).Scan(&hook); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	row := func() int64 { // an outbox row as a sender has taken it (one attempt)
+		n++
+		var id int64
+		if err := d.QueryRow(ctx(), `INSERT INTO switchboard.event_outbox (hook_id, message_id, body, attempts)
+		                             VALUES ($1, $2, '{}', 1) RETURNING id`, hook, "m"+strings.Repeat("x", n)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	active := func() bool {
+		var a bool
+		if err := d.QueryRow(ctx(), `SELECT active FROM switchboard.event_hooks WHERE id = $1`, hook).Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	fail := func(k int) {
+		for range k {
+			d.exec(`SELECT switchboard.events_outbox_done($1, 'retry', 'http_5xx')`, row())
+		}
+	}
+	// 5 successes in one batch, 95 failures: 95% of 100, not above it.
+	oks := []int64{row(), row(), row(), row(), row()}
+	d.exec(`SELECT switchboard.events_outbox_done_many($1, $2, $3)`, oks, []string{"ok", "ok", "ok", "ok", "ok"}, []*string{nil, nil, nil, nil, nil})
+	fail(95)
+	for range 10 { // gone (410) is the receiver's choice: no count
+		d.exec(`SELECT switchboard.events_outbox_done($1, 'gone', 'http_4xx')`, row())
+	}
+	if !active() {
+		t.Fatal("suspended at 95% failures of 100 attempts")
+	}
+	fail(1) // 96 of 101
+	if active() {
+		t.Fatal("not suspended at 96 failures of 101 attempts")
+	}
+	// A refresh says it was suspended, reactivates, and starts a fresh sample.
+	if err := d.QueryRow(ctx(), sub, ep, secret).Scan(&raw); err != nil || !strings.Contains(string(raw), `"active": false`) {
+		t.Fatalf("refresh of a suspended subscription: %s %v", raw, err)
+	}
+	fail(1)
+	if !active() {
+		t.Fatal("one failure after the refresh suspended it again")
+	}
+	// A sample older than the rolling hour is forgotten: 200 failures two hours ago, then one.
+	d.exec(`UPDATE switchboard.event_hooks SET tally_start = now() - interval '2 hours', tally_attempts = 200, tally_failures = 200`)
+	fail(1)
+	if !active() {
+		t.Fatal("suspended on failures more than an hour old")
+	}
+	// Half of the previous hour is still inside the rolling hour: 200 failures there weigh 100.
+	d.exec(`UPDATE switchboard.event_hooks SET tally_start = now() - interval '90 minutes', tally_attempts = 200, tally_failures = 200`)
+	fail(1)
+	if active() {
+		t.Fatal("not suspended with ~100 failures in the rolling hour")
+	}
+}
