@@ -571,3 +571,43 @@ func TestEventsRateLimited(t *testing.T) {
 		t.Fatalf("another endpoint: %v", er)
 	}
 }
+
+// maxAgeMs on events/stream floors the replay from the client's cursor (truncated: the older
+// todo is skipped) and nothing after it: the stream's later reads are not floored, so a todo
+// pushed while it is open arrives though it is older than maxAgeMs by the time it is read.
+func TestEventsStreamMaxAgeFloorsReplayOnly(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("floor", []string{"inbox"}, nil)
+	url := e.url(ep)
+	start, perr := eventsCall(t, url, ep.Cred, "events/poll", map[string]any{"name": "todo.claimable", "cursor": nil})
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	old := e.push(ep, "inbox", "before the stream")
+	eventually(t, soon, "the first todo recorded", func() bool {
+		got, err := eventsCall(t, url, ep.Cred, "events/poll", map[string]any{"name": "todo.claimable", "cursor": start["cursor"]})
+		return err == nil && len(got["events"].([]any)) == 1
+	})
+	_, rd, active := openEventStream(t, url, ep.Cred, map[string]any{"name": "todo.claimable", "cursor": start["cursor"], "maxAgeMs": 1})
+	if p, _ := active["params"].(map[string]any); active["method"] != "notifications/events/active" || p["truncated"] != true {
+		t.Fatalf("active: %v", active)
+	}
+	fresh := e.push(ep, "inbox", "during the stream")
+	for {
+		m := nextEvent(t, rd, soon)
+		if m == nil {
+			t.Fatal("the stream ended")
+		}
+		if m["method"] != "notifications/events/event" {
+			continue
+		}
+		id := m["params"].(map[string]any)["data"].(map[string]any)["todo"].(map[string]any)["id"]
+		if id == old {
+			t.Fatalf("the todo older than maxAgeMs was replayed: %v", m)
+		}
+		if id != fresh {
+			t.Fatalf("event: %v", m)
+		}
+		return
+	}
+}
