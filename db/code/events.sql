@@ -839,6 +839,10 @@ COMMENT ON FUNCTION switchboard.events_unsubscribe(uuid, text, jsonb, text) IS
 COMMENT ON FUNCTION switchboard.events_outbox_take(int, int) IS
   'Senders: take due outbox rows (FOR UPDATE SKIP LOCKED), lease them and count the attempt; rows come with url, secrets and the body with its watermark.';
 COMMENT ON FUNCTION switchboard.events_outbox_done(bigint, text, text) IS
-  'Senders: the outcome of one POST (ok, gone, retry + category); backoff, abandon after 5 attempts, suspension after sustained failure.';
+  'Senders: the outcome of one POST (ok, gone, retry + category); backoff, abandon after 5 attempts; the subscription''s tally (events_hooks_tally).';
+COMMENT ON FUNCTION switchboard.events_failing(switchboard.event_hooks) IS
+  'The SEP''s suspension rule for a subscription: over 95% of at least 100 attempts failed in the rolling hour (estimated from two hour-long buckets).';
+COMMENT ON FUNCTION switchboard.events_tally_steps(timestamptz) IS
+  'How many hour-long buckets a subscription''s tally moves on by since p_start.';
 COMMENT ON FUNCTION switchboard.events_hooks_list(uuid) IS
   'Operators: webhook subscriptions without secrets (switchboard events list).';
