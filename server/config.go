@@ -35,8 +35,8 @@ type Config struct {
 	// rotation graces run (SWITCHBOARD_PURGE_INTERVAL, default 1m, 0 = off: pg_cron's job).
 	PurgeInterval time.Duration
 	// Limits are the per-endpoint token buckets (SWITCHBOARD_TOOL_RATE / _BURST,
-	// SWITCHBOARD_WEBHOOK_RATE / _BURST, SWITCHBOARD_INIT_RATE / _BURST for initialize;
-	// rates as N/s or N/m).
+	// SWITCHBOARD_WEBHOOK_RATE / _BURST, SWITCHBOARD_INIT_RATE / _BURST for initialize,
+	// SWITCHBOARD_EVENTS_RATE / _BURST for events/*; rates as N/s or N/m).
 	Limits mcpapi.Limits
 	// MaxSessionsPerEndpoint caps the live MCP sessions of one endpoint in this process
 	// (SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT, default 64); past it initialize gets 429.
@@ -134,7 +134,7 @@ func ConfigFromEnv() (Config, error) {
 		key  string
 		into *rate.Limit
 	}{{"SWITCHBOARD_TOOL_RATE", &c.Limits.ToolRate}, {"SWITCHBOARD_WEBHOOK_RATE", &c.Limits.WebhookRate},
-		{"SWITCHBOARD_INIT_RATE", &c.Limits.InitRate}} {
+		{"SWITCHBOARD_INIT_RATE", &c.Limits.InitRate}, {"SWITCHBOARD_EVENTS_RATE", &c.Limits.EventsRate}} {
 		if v := os.Getenv(r.key); v != "" {
 			l, err := mcpapi.ParseRate(v)
 			if err != nil {
@@ -148,7 +148,7 @@ func ConfigFromEnv() (Config, error) {
 		key  string
 		into *int
 	}{{"SWITCHBOARD_TOOL_BURST", &c.Limits.ToolBurst}, {"SWITCHBOARD_WEBHOOK_BURST", &c.Limits.WebhookBurst},
-		{"SWITCHBOARD_INIT_BURST", &c.Limits.InitBurst}} {
+		{"SWITCHBOARD_INIT_BURST", &c.Limits.InitBurst}, {"SWITCHBOARD_EVENTS_BURST", &c.Limits.EventsBurst}} {
 		if v := os.Getenv(b.key); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {

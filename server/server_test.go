@@ -113,6 +113,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"SWITCHBOARD_TOOL_RATE": "5/s", "SWITCHBOARD_TOOL_BURST": "7",
 		"SWITCHBOARD_WEBHOOK_RATE": "3/m", "SWITCHBOARD_WEBHOOK_BURST": "2",
 		"SWITCHBOARD_INIT_RATE": "4/s", "SWITCHBOARD_INIT_BURST": "9",
+		"SWITCHBOARD_EVENTS_RATE": "6/m", "SWITCHBOARD_EVENTS_BURST": "8",
 		"SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT": "3", "SWITCHBOARD_LOG_LEVEL": "debug",
 	} {
 		t.Setenv(k, v)
@@ -122,7 +123,8 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := mcpapi.Limits{ToolRate: 5, ToolBurst: 7, WebhookRate: 3.0 / 60, WebhookBurst: 2, InitRate: 4, InitBurst: 9}
+	want := mcpapi.Limits{ToolRate: 5, ToolBurst: 7, WebhookRate: 3.0 / 60, WebhookBurst: 2, InitRate: 4, InitBurst: 9,
+		EventsRate: 6.0 / 60, EventsBurst: 8}
 	if cfg.Addr != "0.0.0.0:9000" || cfg.ReaperInterval != 0 || cfg.Limits != want || cfg.LogLevel.String() != "DEBUG" ||
 		cfg.MaxSessionsPerEndpoint != 3 {
 		t.Fatalf("%+v", cfg)

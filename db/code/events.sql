@@ -397,8 +397,15 @@ DECLARE
     v_key     bytea;
     v_live    boolean;
     v_refresh boolean;
+    v_floor   timestamptz;
+    v_was_active boolean;
+    s         record;
+    f         record;
 BEGIN
-    PERFORM switchboard.events_scope(p_endpoint, p_name, v_args);
+    SELECT * INTO s FROM switchboard.events_scope(p_endpoint, p_name, v_args);
+    IF p_max_age_ms IS NOT NULL AND p_max_age_ms < 0 THEN
+        PERFORM switchboard.refuse('invalid_argument', 'maxAgeMs must not be negative');
+    END IF;
     BEGIN
         v_key := decode(substr(p_secret, 7), 'base64');
     EXCEPTION WHEN others THEN
@@ -440,13 +447,27 @@ BEGIN
 
     SELECT * INTO h FROM switchboard.event_hooks WHERE id = v_id FOR UPDATE;
     v_refresh := FOUND;
+    v_was_active := h.active; -- deliveryStatus.active: false says this refresh lifted a suspension
     v_live := FOUND AND h.refresh_before > now();
     IF NOT v_live THEN
         -- New, or lapsed: delivery starts at the client's cursor (replay), else now.
         IF v_cx IS NOT NULL THEN
-            IF v_cat < now() - make_interval(days => switchboard.setting('retain_events_days')::int)
-               OR (p_max_age_ms IS NOT NULL AND v_cat < now() - make_interval(secs => p_max_age_ms / 1000.0)) THEN
+            v_trunc := v_cat < now() - make_interval(days => switchboard.setting('retain_events_days')::int);
+            v_floor := now() - make_interval(secs => p_max_age_ms / 1000.0);
+            IF v_cat < v_floor THEN
+                -- maxAgeMs floors the replay: it starts just before the first occurrence after
+                -- the cursor that is not older than the floor (a seek by time), else at now.
                 v_trunc := true;
+                SELECT r.xact, r.seq INTO f
+                  FROM switchboard.events_read(p_name, p_endpoint, s.queues, s.human_id, s.queue, s.webhook_id,
+                                               v_cx, v_cs, v_bound, v_floor, 1) r;
+                IF f.xact IS NOT NULL THEN
+                    v_cx := f.xact;
+                    v_cs := f.seq - 1;
+                ELSE
+                    v_cx := v_bound;
+                    v_cs := 0;
+                END IF;
             END IF;
         END IF;
         DELETE FROM switchboard.event_outbox WHERE hook_id = v_id;
@@ -458,7 +479,8 @@ BEGIN
             SET secret = excluded.secret, previous_secret = NULL, previous_until = NULL,
                 pos_xact = excluded.pos_xact, pos_seq = excluded.pos_seq,
                 refresh_before = excluded.refresh_before, active = true, failures = 0, failed_since = NULL,
-                last_error = NULL, refreshed_at = now(), grant_id = excluded.grant_id
+                last_error = NULL, refreshed_at = now(), grant_id = excluded.grant_id,
+                tally_start = now(), tally_attempts = 0, tally_failures = 0, prior_attempts = 0, prior_failures = 0
         RETURNING * INTO h;
         IF v_trunc THEN
             -- The receiver hears of the gap too (the SEP's gap envelope, with the cursor delivery
@@ -469,7 +491,11 @@ BEGIN
         END IF;
     ELSE
         -- Live: the cursor is a no-op; the TTL is granted again, a new secret replaces the old
-        -- one (both sign for 5 minutes), delivery is active again.
+        -- one (both sign for 5 minutes), delivery is active again. A suspended one starts a
+        -- fresh sample for the failure rate (else its next failure suspends it again).
+        UPDATE switchboard.event_hooks x
+           SET tally_start = now(), tally_attempts = 0, tally_failures = 0, prior_attempts = 0, prior_failures = 0
+         WHERE x.id = v_id AND NOT x.active;
         UPDATE switchboard.event_hooks x
            SET previous_secret = CASE WHEN x.secret <> p_secret THEN x.secret ELSE x.previous_secret END,
                previous_until  = CASE WHEN x.secret <> p_secret THEN now() + interval '5 minutes' ELSE x.previous_until END,
@@ -480,7 +506,8 @@ BEGIN
     END IF;
     RETURN jsonb_build_object('id', h.id, 'refreshBefore', switchboard.rfc3339(h.refresh_before),
                               'cursor', switchboard.events_watermark(h), 'truncated', v_trunc)
-           || CASE WHEN v_refresh THEN jsonb_build_object('deliveryStatus', switchboard.events_delivery_status(h))
+           || CASE WHEN v_refresh THEN jsonb_build_object('deliveryStatus', switchboard.events_delivery_status(h)
+                                                                || jsonb_build_object('active', v_was_active))
                    ELSE '{}' END;
 END
 $$;
@@ -603,10 +630,59 @@ BEGIN
 END
 $$;
 
--- The outcome of one POST: ok (2xx), gone (410, 413: not retried), or a retryable failure with
--- its category. Five attempts at most (backoff 1 s, 5 s, 30 s, 3 min: under 4 minutes), then the
--- event is abandoned (replay from a cursor still has it). A subscription failing for 10 minutes
--- and 20 attempts in a row is suspended until its next refresh.
+-- The SEP's suspension rule, as it suggests: a failure rate above 95% over a rolling hour, with
+-- at least 100 attempts in it (a blip does not suspend a healthy subscription, nor a handful of
+-- failures a quiet one). The hour is estimated from hour-long buckets: the current one
+-- (from tally_start) and the part of the one before it that is still inside the hour.
+CREATE OR REPLACE FUNCTION switchboard.events_failing(h switchboard.event_hooks) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT a >= 100 AND f > 0.95 * a
+      FROM (SELECT h.prior_attempts * w + h.tally_attempts AS a, h.prior_failures * w + h.tally_failures AS f
+              FROM (SELECT greatest(0, 1 - extract(epoch FROM now() - h.tally_start) / 3600) AS w) x) y
+$$;
+
+-- Hour-long buckets a tally moves on by: 0 within the current one, 1 into the next, ...
+CREATE OR REPLACE FUNCTION switchboard.events_tally_steps(p_start timestamptz) RETURNS int
+LANGUAGE sql STABLE AS $$
+    SELECT floor(extract(epoch FROM now() - p_start) / 3600)::int
+$$;
+
+-- Outcomes of POSTs per subscription: p_counts[i] deliveries to p_hooks[i], successes when
+-- p_error is NULL, else failures of that category. Keeps deliveryStatus and the rolling hour's
+-- tally, and suspends a subscription that fails the SEP's rule until its next refresh.
+-- Set-based, one statement for a sender's whole batch of successes.
+CREATE OR REPLACE FUNCTION switchboard.events_hooks_tally(p_hooks text[], p_counts int[], p_error text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE switchboard.event_hooks x
+       SET tally_start = x.tally_start + make_interval(hours => switchboard.events_tally_steps(x.tally_start)),
+           prior_attempts = CASE switchboard.events_tally_steps(x.tally_start)
+                                 WHEN 0 THEN x.prior_attempts WHEN 1 THEN x.tally_attempts ELSE 0 END,
+           prior_failures = CASE switchboard.events_tally_steps(x.tally_start)
+                                 WHEN 0 THEN x.prior_failures WHEN 1 THEN x.tally_failures ELSE 0 END,
+           tally_attempts = CASE WHEN switchboard.events_tally_steps(x.tally_start) = 0 THEN x.tally_attempts ELSE 0 END + t.n,
+           tally_failures = CASE WHEN switchboard.events_tally_steps(x.tally_start) = 0 THEN x.tally_failures ELSE 0 END
+                            + CASE WHEN p_error IS NULL THEN 0 ELSE t.n END,
+           last_delivery_at = CASE WHEN p_error IS NULL THEN now() ELSE x.last_delivery_at END,
+           last_error = p_error,
+           failed_since = CASE WHEN p_error IS NULL THEN NULL ELSE coalesce(x.failed_since, now()) END,
+           failures = CASE WHEN p_error IS NULL THEN 0 ELSE x.failures + t.n END
+      FROM unnest(p_hooks, p_counts) AS t(hook_id, n)
+     WHERE x.id = t.hook_id;
+    IF p_error IS NOT NULL THEN
+        UPDATE switchboard.event_hooks x SET active = false
+         WHERE x.id = ANY (p_hooks) AND x.active AND switchboard.events_failing(x);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION switchboard.events_hooks_tally(text[], int[], text) IS
+  'MCP Events: record webhook POST outcomes per subscription (deliveryStatus, the rolling hour''s tally); suspends at >95% failures over >=100 attempts in an hour.';
+
+-- The outcome of one POST: ok (2xx), gone (410, 413: not retried, and the subscription is not
+-- affected, as the SEP says), or a retryable failure with its category. Five attempts at most
+-- (backoff 1 s, 5 s, 30 s, 3 min: under 4 minutes), then the event is abandoned (replay from a
+-- cursor still has it). Suspension: events_hooks_tally.
 CREATE OR REPLACE FUNCTION switchboard.events_outbox_done(p_id bigint, p_outcome text, p_error text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql AS $$
@@ -619,9 +695,7 @@ BEGIN
     END IF;
     IF p_outcome = 'ok' THEN
         DELETE FROM switchboard.event_outbox WHERE id = p_id;
-        UPDATE switchboard.event_hooks
-           SET last_delivery_at = now(), last_error = NULL, failed_since = NULL, failures = 0
-         WHERE id = o.hook_id;
+        PERFORM switchboard.events_hooks_tally(ARRAY[o.hook_id], ARRAY[1], NULL);
         RETURN;
     END IF;
     IF p_outcome = 'gone' OR o.attempts >= 5 THEN
@@ -632,10 +706,9 @@ BEGIN
                                         interval '3 minutes'])[o.attempts]
          WHERE id = p_id;
     END IF;
-    UPDATE switchboard.event_hooks x
-       SET last_error = p_error, failed_since = coalesce(x.failed_since, now()), failures = x.failures + 1,
-           active = NOT (x.failures + 1 >= 20 AND coalesce(x.failed_since, now()) < now() - interval '10 minutes')
-     WHERE x.id = o.hook_id;
+    IF p_outcome <> 'gone' THEN
+        PERFORM switchboard.events_hooks_tally(ARRAY[o.hook_id], ARRAY[1], coalesce(p_error, 'http_5xx'));
+    END IF;
 END
 $$;
 
@@ -643,15 +716,18 @@ $$;
 CREATE OR REPLACE FUNCTION switchboard.events_outbox_done_many(p_ids bigint[], p_outcomes text[], p_errors text[])
 RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_hooks  text[];
+    v_counts int[];
 BEGIN
     -- Successes, the common case, set-based: the rows go, their subscriptions are healthy.
     WITH ok AS (
         DELETE FROM switchboard.event_outbox o
          WHERE o.id IN (SELECT d.id FROM unnest(p_ids, p_outcomes) AS d(id, outcome) WHERE d.outcome = 'ok')
         RETURNING o.hook_id)
-    UPDATE switchboard.event_hooks x
-       SET last_delivery_at = now(), last_error = NULL, failed_since = NULL, failures = 0
-     WHERE x.id IN (SELECT DISTINCT ok.hook_id FROM ok);
+    SELECT array_agg(g.hook_id), array_agg(g.n) INTO v_hooks, v_counts
+      FROM (SELECT ok.hook_id, count(*)::int AS n FROM ok GROUP BY ok.hook_id) g;
+    PERFORM switchboard.events_hooks_tally(v_hooks, v_counts, NULL);
     FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
         IF p_outcomes[i] <> 'ok' THEN
             PERFORM switchboard.events_outbox_done(p_ids[i], p_outcomes[i], p_errors[i]);
@@ -763,6 +839,10 @@ COMMENT ON FUNCTION switchboard.events_unsubscribe(uuid, text, jsonb, text) IS
 COMMENT ON FUNCTION switchboard.events_outbox_take(int, int) IS
   'Senders: take due outbox rows (FOR UPDATE SKIP LOCKED), lease them and count the attempt; rows come with url, secrets and the body with its watermark.';
 COMMENT ON FUNCTION switchboard.events_outbox_done(bigint, text, text) IS
-  'Senders: the outcome of one POST (ok, gone, retry + category); backoff, abandon after 5 attempts, suspension after sustained failure.';
+  'Senders: the outcome of one POST (ok, gone, retry + category); backoff, abandon after 5 attempts; the subscription''s tally (events_hooks_tally).';
+COMMENT ON FUNCTION switchboard.events_failing(switchboard.event_hooks) IS
+  'The SEP''s suspension rule for a subscription: over 95% of at least 100 attempts failed in the rolling hour (estimated from two hour-long buckets).';
+COMMENT ON FUNCTION switchboard.events_tally_steps(timestamptz) IS
+  'How many hour-long buckets a subscription''s tally moves on by since p_start.';
 COMMENT ON FUNCTION switchboard.events_hooks_list(uuid) IS
   'Operators: webhook subscriptions without secrets (switchboard events list).';

@@ -28,6 +28,7 @@ const eventsExtension = "io.modelcontextprotocol/events"
 const (
 	codeNotFound          = -32023
 	codeForbidden         = -32024
+	codeResourceExhausted = -32025
 	codeUnsupported       = -32026
 	codeCallbackEndpoint  = -32027
 	eventsMethodPrefix    = "events/"
@@ -120,6 +121,12 @@ func (h *Handler) serveEvents(next mcp.MethodHandler) mcp.MethodHandler {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not found"}
 		}
 		e := rq.entry
+		// The endpoint's own bucket (the tools' is not spent): the tools' stable code, under
+		// the SEP's ResourceExhausted.
+		if serr := spend(e.buckets.events); serr != nil {
+			return nil, &jsonrpc.Error{Code: codeResourceExhausted, Message: serr.Code + ": " + serr.Message,
+				Data: json.RawMessage(`{"limit":"SWITCHBOARD_EVENTS_RATE"}`)}
+		}
 		p, _ := req.GetParams().(*eventsParams)
 		if p == nil {
 			p = &eventsParams{}
@@ -269,8 +276,13 @@ func (h *Handler) eventsStream(ctx context.Context, ss *mcp.ServerSession, e *en
 		Truncated bool             `json:"truncated"`
 		HasMore   bool             `json:"hasMore"`
 	}
+	// maxAgeMs floors the replay from the client's cursor: the first poll only (later ones
+	// read from the stream's own cursor, and must not drop an event that waited on a
+	// transaction in flight for longer).
+	maxAge := p.MaxAgeMs
 	poll := func(cursor *string) (*pollResult, error) {
-		raw, err := st.EventsPoll(ctx, ep, p.Name, args, cursor, nil, p.MaxAgeMs)
+		raw, err := st.EventsPoll(ctx, ep, p.Name, args, cursor, nil, maxAge)
+		maxAge = nil
 		if err != nil {
 			return nil, err
 		}

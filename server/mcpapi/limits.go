@@ -20,14 +20,18 @@ type Limits struct {
 	WebhookBurst int
 	InitRate     rate.Limit // initialize (new sessions)
 	InitBurst    int
+	EventsRate   rate.Limit // events/* requests (MCP Events: a stream counts once, when opened)
+	EventsBurst  int
 }
 
 // DefaultLimits: 50/s burst 100 for tools, 10/min burst 5 for webhook management, 2/s burst 64
 // for initialize (an endpoint may fill its default session cap at once, then churn sessions at
-// 2/s; a client opens one or two, a reconnecting one one every few seconds).
+// 2/s; a client opens one or two, a reconnecting one one every few seconds), 20/s burst 100 for
+// events/* (a poll loop per subscription at nextPollMs, at least 1 s; draining hasMore pages
+// at once).
 func DefaultLimits() Limits {
 	return Limits{ToolRate: 50, ToolBurst: 100, WebhookRate: rate.Limit(10.0 / 60), WebhookBurst: 5,
-		InitRate: 2, InitBurst: 64}
+		InitRate: 2, InitBurst: 64, EventsRate: 20, EventsBurst: 100}
 }
 
 // ParseRate reads "N/s" or "N/m" (N a non-negative number).
@@ -51,7 +55,7 @@ func ParseRate(s string) (rate.Limit, error) {
 
 // buckets are one endpoint's limiters.
 type buckets struct {
-	tool, webhook, init *rate.Limiter
+	tool, webhook, init, events *rate.Limiter
 }
 
 func newBuckets(l Limits) *buckets {
@@ -59,15 +63,20 @@ func newBuckets(l Limits) *buckets {
 		tool:    rate.NewLimiter(l.ToolRate, l.ToolBurst),
 		webhook: rate.NewLimiter(l.WebhookRate, l.WebhookBurst),
 		init:    rate.NewLimiter(l.InitRate, l.InitBurst),
+		events:  rate.NewLimiter(l.EventsRate, l.EventsBurst),
 	}
 }
 
-// take spends a token, or says when to retry.
+// take spends a tool call's token, or says when to retry.
 func (b *buckets) take(webhook bool) *store.Error {
-	lim := b.tool
 	if webhook {
-		lim = b.webhook
+		return spend(b.webhook)
 	}
+	return spend(b.tool)
+}
+
+// spend takes a token from lim, or says when to retry (rate_limited).
+func spend(lim *rate.Limiter) *store.Error {
 	r := lim.Reserve()
 	if !r.OK() {
 		return store.Errorf(store.CodeRateLimited, "rate limit exceeded; this verb is not available to the endpoint")

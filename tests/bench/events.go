@@ -91,7 +91,9 @@ func eventsFanout(ctx context.Context, b *Bench, bin string, n int) ([]Row, erro
 	if err != nil {
 		return nil, err
 	}
-	srv, err := mcpbench.StartProcess(ctx, bin, dbURL, "SWITCHBOARD_EVENTS_ALLOW_PRIVATE_CALLBACKS=1")
+	// 1,000 subscribe calls from one endpoint go faster than its events/* rate allows.
+	srv, err := mcpbench.StartProcess(ctx, bin, dbURL, "SWITCHBOARD_EVENTS_ALLOW_PRIVATE_CALLBACKS=1",
+		"SWITCHBOARD_EVENTS_RATE=1000000/s", "SWITCHBOARD_EVENTS_BURST=1000000")
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"switchboard/server"
 )
 
@@ -539,5 +541,73 @@ func TestEventsOutboxAgeMetric(t *testing.T) {
 	        VALUES ('sub_gone', 'msg_test', '{}', now() - interval '90 seconds')`)
 	if a := age(); a < 90 || a > 3600 {
 		t.Fatalf("outbox with a 90 s old row: %v", a)
+	}
+}
+
+// events/* requests have the endpoint's own token bucket (SWITCHBOARD_EVENTS_RATE / _BURST):
+// past it, the tools' stable code rate_limited, as the SEP's ResourceExhausted (-32025); the
+// tools' bucket is not spent by them, nor theirs by tools.
+func TestEventsRateLimited(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.Limits.EventsRate, c.Limits.EventsBurst = rate.Limit(1.0/3600), 2 })
+	ep := e.vend("limited", []string{"inbox"}, nil)
+	url := e.url(ep)
+	for i := range 2 {
+		if _, er := eventsCall(t, url, ep.Cred, "events/list", nil); er != nil {
+			t.Fatalf("events/list %d within the burst: %v", i, er)
+		}
+	}
+	_, er := eventsCall(t, url, ep.Cred, "events/poll", map[string]any{"name": "todo.claimable", "cursor": nil})
+	data, _ := er["data"].(map[string]any)
+	if errCode(er) != -32025 || !strings.HasPrefix(fmt.Sprint(er["message"]), "rate_limited: rate limit exceeded; retry in ") || data["limit"] != "SWITCHBOARD_EVENTS_RATE" {
+		t.Fatalf("past the events bucket: %v", er)
+	}
+	_, out := modernPost(t, url, ep.Cred, "tools/call", "list_todos", map[string]any{"name": "list_todos", "arguments": map[string]any{}})
+	if res, _ := out["result"].(map[string]any); res == nil || res["isError"] == true {
+		t.Fatalf("a tool call after the events bucket ran out: %v", out)
+	}
+	// Another endpoint has its own bucket.
+	other := e.vend("limited", []string{"inbox"}, nil)
+	if _, er := eventsCall(t, e.url(other), other.Cred, "events/list", nil); er != nil {
+		t.Fatalf("another endpoint: %v", er)
+	}
+}
+
+// maxAgeMs on events/stream floors the replay from the client's cursor (truncated: the older
+// todo is skipped) and nothing after it: the stream's later reads are not floored, so a todo
+// pushed while it is open arrives though it is older than maxAgeMs by the time it is read.
+func TestEventsStreamMaxAgeFloorsReplayOnly(t *testing.T) {
+	e := newEnv(t)
+	ep := e.vend("floor", []string{"inbox"}, nil)
+	url := e.url(ep)
+	start, perr := eventsCall(t, url, ep.Cred, "events/poll", map[string]any{"name": "todo.claimable", "cursor": nil})
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	old := e.push(ep, "inbox", "before the stream")
+	eventually(t, soon, "the first todo recorded", func() bool {
+		got, err := eventsCall(t, url, ep.Cred, "events/poll", map[string]any{"name": "todo.claimable", "cursor": start["cursor"]})
+		return err == nil && len(got["events"].([]any)) == 1
+	})
+	_, rd, active := openEventStream(t, url, ep.Cred, map[string]any{"name": "todo.claimable", "cursor": start["cursor"], "maxAgeMs": 1})
+	if p, _ := active["params"].(map[string]any); active["method"] != "notifications/events/active" || p["truncated"] != true {
+		t.Fatalf("active: %v", active)
+	}
+	fresh := e.push(ep, "inbox", "during the stream")
+	for {
+		m := nextEvent(t, rd, soon)
+		if m == nil {
+			t.Fatal("the stream ended")
+		}
+		if m["method"] != "notifications/events/event" {
+			continue
+		}
+		id := m["params"].(map[string]any)["data"].(map[string]any)["todo"].(map[string]any)["id"]
+		if id == old {
+			t.Fatalf("the todo older than maxAgeMs was replayed: %v", m)
+		}
+		if id != fresh {
+			t.Fatalf("event: %v", m)
+		}
+		return
 	}
 }

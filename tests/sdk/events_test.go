@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -143,5 +144,166 @@ func TestEventsSurviveKill9(t *testing.T) {
 	})
 	if ids[0] != "todo_"+id+"_0" {
 		t.Fatalf("webhook-id %s, want todo_%s_0", ids[0], id)
+	}
+}
+
+// streamResult is the final frame of an events/stream (the SEP's StreamEventsResult).
+type streamResult struct {
+	mcp.ResultBase
+}
+
+// wireTap is a client's own HTTP transport that reads the notifications/events/* messages on
+// the SSE answers as they pass. The released client has no way to hand a custom notification to
+// the application: ClientSession.receivingMethodInfos is the fixed clientMethodInfos
+// (client.go), and handleReceive checks an incoming message against it (checkRequest,
+// shared.go) before any receiving middleware runs, so notifications/events/event is dropped
+// there. The wire is where an application using v1.8.0 as released can see it.
+type wireTap struct {
+	next http.RoundTripper
+	msgs chan map[string]any
+}
+
+func (w *wireTap) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.next.RoundTrip(req)
+	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &tapBody{ReadCloser: resp.Body, msgs: w.msgs}
+	}
+	return resp, err
+}
+
+type tapBody struct {
+	io.ReadCloser
+	msgs chan map[string]any
+	line []byte
+}
+
+func (b *tapBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for _, c := range p[:n] {
+		if c != '\n' {
+			b.line = append(b.line, c)
+			continue
+		}
+		if data, ok := strings.CutPrefix(strings.TrimSpace(string(b.line)), "data:"); ok {
+			var m map[string]any
+			if json.Unmarshal([]byte(data), &m) == nil && strings.HasPrefix(fmt.Sprint(m["method"]), "notifications/events/") {
+				select {
+				case b.msgs <- m:
+				default: // the test reads a few; never block the client
+				}
+			}
+		}
+		b.line = b.line[:0]
+	}
+	return n, err
+}
+
+// The issue's must-show for push with the released client: go-sdk v1.8.0 opens a 2026
+// events/stream on replica a with CallCustomMethod; a webhook delivery reaches replica b; the
+// notifications/events/event for it arrives on a's stream. Revoking the endpoint ends the
+// stream: the client's CallCustomMethod returns the final result (the SEP's
+// StreamEventsResult, with the subscription id), which the client itself does receive.
+func TestReleasedClientStreamsEventsAcrossReplicas(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.serve(), e.serve()
+	ep := e.vend("streamer", []string{"inbox"})
+	if _, err := e.pool.Exec(context.Background(),
+		`UPDATE switchboard.endpoints SET webhook_max = 1, webhook_sources = '{generic}', webhook_queues = '{inbox}' WHERE id = $1`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	token := "tok_" + strings.Repeat(ep.ID[:8], 5)
+	if _, err := e.pool.Exec(context.Background(), `SELECT switchboard.webhook_create($1, 'generic', 'inbox', $2, NULL)`, ep.ID, token); err != nil {
+		t.Fatal(err)
+	}
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "events-streamer", Version: "1"}, nil)
+	if err := mcp.AddSendingCustomMethod[*eventsParams, *streamResult](client, "events/stream"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tap := &wireTap{next: &recorder{cred: ep.Cred}, msgs: make(chan map[string]any, 100)}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.base + "/mcp/" + ep.Slug, HTTPClient: &http.Client{Transport: tap}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	type ended struct {
+		res *streamResult
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		res, err := mcp.CallCustomMethod[*eventsParams, *streamResult](ctx, cs, "events/stream", &eventsParams{Name: "webhook.delivery"})
+		done <- ended{res, err}
+	}()
+	next := func(method string) map[string]any {
+		t.Helper()
+		for {
+			select {
+			case m := <-tap.msgs:
+				if m["method"] == method {
+					params, _ := m["params"].(map[string]any)
+					return params
+				}
+			case r := <-done:
+				done <- r // for the check at the end; what the tap already read comes first
+				for {
+					select {
+					case m := <-tap.msgs:
+						if m["method"] == method {
+							params, _ := m["params"].(map[string]any)
+							return params
+						}
+						continue
+					default:
+					}
+					break
+				}
+				t.Fatalf("the stream ended waiting for %s: %+v %v", method, r.res, r.err)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no %s on the stream", method)
+			}
+		}
+	}
+	active := next("notifications/events/active")
+	if active["cursor"] == nil {
+		t.Fatalf("active: %v", active)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, b.base+"/webhooks/w/"+token, strings.NewReader(`{"hello":"released client"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Delivery-Id", "sdk-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("delivery to replica b: %d", resp.StatusCode)
+	}
+	ev := next("notifications/events/event")
+	data, _ := ev["data"].(map[string]any)
+	todos, _ := data["todo_ids"].([]any)
+	meta, _ := ev["_meta"].(map[string]any)
+	if ev["name"] != "webhook.delivery" || !strings.HasSuffix(fmt.Sprint(data["delivery_id"]), "sdk-1") || len(todos) != 1 ||
+		ev["cursor"] == nil || meta["io.modelcontextprotocol/subscriptionId"] == nil {
+		t.Fatalf("pushed event: %v", ev)
+	}
+
+	if _, err := e.pool.Exec(context.Background(), `SELECT switchboard.endpoint_revoke($1)`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if term := next("notifications/events/terminated"); term["error"] == nil {
+		t.Fatalf("terminated: %v", term)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.res.Meta["io.modelcontextprotocol/subscriptionId"] == nil {
+			t.Fatalf("the stream's final result: %+v %v", r.res, r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("CallCustomMethod did not return after the revocation")
 	}
 }

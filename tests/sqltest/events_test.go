@@ -403,3 +403,144 @@ func TestEventsGapEnvelope(t *testing.T) {
 		t.Fatalf("poll from the gap's cursor: %+v", p)
 	}
 }
+
+// maxAgeMs on events/subscribe floors the replay as on events/poll (the SEP: replay begins at
+// the later of the cursor and now - maxAgeMs, truncated when the floor passed the cursor): a
+// lapsed subscription refreshed with an old cursor gets only the occurrences not older than
+// the floor; without maxAgeMs the same cursor replays them all.
+func TestEventsSubscribeMaxAgeFloorsReplay(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, nil) // the endpoint uses events: recorded
+	var old string                                              // a position before both todos, stood 10 minutes ago
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_cursor('todo.claimable', pg_snapshot_xmin(pg_current_snapshot()), 0, now() - interval '10 minutes')`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	stale := d.create(ep, "inbox", "ten minutes old")
+	d.record()
+	fresh := d.create(ep, "inbox", "just now")
+	d.record()
+	d.exec(`UPDATE switchboard.event_log SET occurred_at = now() - interval '10 minutes' WHERE todo_id = $1`, stale)
+
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	sub := `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', 'https://example.com/hook', $2, $3, $4, NULL, true)`
+	if _, err := d.Exec(ctx(), sub, ep, secret, old, -1); sqlstate(err) != invalidArgument {
+		t.Fatalf("negative maxAgeMs: %v", err)
+	}
+	outbox := func() (ids []string) {
+		rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY xact, seq`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m string
+			_ = rows.Scan(&m)
+			ids = append(ids, m)
+		}
+		return ids
+	}
+	var raw []byte
+	if err := d.QueryRow(ctx(), sub, ep, secret, old, 300000).Scan(&raw); err != nil || !strings.Contains(string(raw), `"truncated": true`) {
+		t.Fatalf("subscribe with maxAgeMs: %s %v", raw, err)
+	}
+	var gap int64
+	if err := d.QueryRow(ctx(), `SELECT id FROM switchboard.events_outbox_take(10)`).Scan(&gap); err != nil {
+		t.Fatal(err)
+	}
+	d.exec(`SELECT switchboard.events_outbox_done($1, 'ok')`, gap) // the gap envelope goes first
+	d.exec(`SELECT switchboard.events_fanout()`)
+	if got := outbox(); len(got) != 1 || got[0] != "todo_"+fresh+"_0" {
+		t.Fatalf("replay floored by maxAgeMs: %v, want only the fresh todo", got)
+	}
+	// events/poll from the same cursor with the same floor answers the same.
+	if err := d.QueryRow(ctx(), `SELECT switchboard.events_poll($1, 'todo.claimable', '{}', $2, NULL, 300000)`, ep, old).Scan(&raw); err != nil ||
+		!strings.Contains(string(raw), "todo_"+fresh) || strings.Contains(string(raw), "todo_"+stale) || !strings.Contains(string(raw), `"truncated": true`) {
+		t.Fatalf("poll with maxAgeMs: %s %v", raw, err)
+	}
+
+	// Without maxAgeMs, the same cursor (within retention) replays both, not truncated.
+	d.exec(`DELETE FROM switchboard.event_outbox`)
+	d.exec(`DELETE FROM switchboard.event_hooks`)
+	if err := d.QueryRow(ctx(), sub, ep, secret, old, nil).Scan(&raw); err != nil || !strings.Contains(string(raw), `"truncated": false`) {
+		t.Fatalf("subscribe without maxAgeMs: %s %v", raw, err)
+	}
+	d.exec(`SELECT switchboard.events_fanout()`)
+	if got := outbox(); len(got) != 2 || got[0] != "todo_"+stale+"_0" || got[1] != "todo_"+fresh+"_0" {
+		t.Fatalf("replay without maxAgeMs: %v, want both", got)
+	}
+}
+
+// Suspension follows the SEP's failure-rate rule: above 95% failures over a rolling hour with
+// at least 100 attempts (successes counted from the batch path too). 410/413 do not count; an
+// hour-old sample is forgotten; a refresh says active: false once and reactivates.
+func TestEventsSuspensionByFailureRate(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	sub := `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', 'https://example.com/hook', $2, NULL, NULL, NULL, true)`
+	var raw []byte
+	if err := d.QueryRow(ctx(), sub, ep, secret).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var hook string
+	if err := d.QueryRow(ctx(), `SELECT id FROM switchboard.event_hooks`).Scan(&hook); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	row := func() int64 { // an outbox row as a sender has taken it (one attempt)
+		n++
+		var id int64
+		if err := d.QueryRow(ctx(), `INSERT INTO switchboard.event_outbox (hook_id, message_id, body, attempts)
+		                             VALUES ($1, $2, '{}', 1) RETURNING id`, hook, "m"+strings.Repeat("x", n)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	active := func() bool {
+		var a bool
+		if err := d.QueryRow(ctx(), `SELECT active FROM switchboard.event_hooks WHERE id = $1`, hook).Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	fail := func(k int) {
+		for range k {
+			d.exec(`SELECT switchboard.events_outbox_done($1, 'retry', 'http_5xx')`, row())
+		}
+	}
+	// 5 successes in one batch, 95 failures: 95% of 100, not above it.
+	oks := []int64{row(), row(), row(), row(), row()}
+	d.exec(`SELECT switchboard.events_outbox_done_many($1, $2, $3)`, oks, []string{"ok", "ok", "ok", "ok", "ok"}, []*string{nil, nil, nil, nil, nil})
+	fail(95)
+	for range 10 { // gone (410) is the receiver's choice: no count
+		d.exec(`SELECT switchboard.events_outbox_done($1, 'gone', 'http_4xx')`, row())
+	}
+	if !active() {
+		t.Fatal("suspended at 95% failures of 100 attempts")
+	}
+	fail(1) // 96 of 101
+	if active() {
+		t.Fatal("not suspended at 96 failures of 101 attempts")
+	}
+	// A refresh says it was suspended, reactivates, and starts a fresh sample.
+	if err := d.QueryRow(ctx(), sub, ep, secret).Scan(&raw); err != nil || !strings.Contains(string(raw), `"active": false`) {
+		t.Fatalf("refresh of a suspended subscription: %s %v", raw, err)
+	}
+	fail(1)
+	if !active() {
+		t.Fatal("one failure after the refresh suspended it again")
+	}
+	// A sample older than the rolling hour is forgotten: 200 failures two hours ago, then one.
+	d.exec(`UPDATE switchboard.event_hooks SET tally_start = now() - interval '2 hours', tally_attempts = 200, tally_failures = 200`)
+	fail(1)
+	if !active() {
+		t.Fatal("suspended on failures more than an hour old")
+	}
+	// Half of the previous hour is still inside the rolling hour: 200 failures there weigh 100.
+	d.exec(`UPDATE switchboard.event_hooks SET tally_start = now() - interval '90 minutes', tally_attempts = 200, tally_failures = 200`)
+	fail(1)
+	if active() {
+		t.Fatal("not suspended with ~100 failures in the rolling hour")
+	}
+}
