@@ -127,18 +127,27 @@ $$;
 COMMENT ON FUNCTION switchboard.due_todos(uuid[], timestamptz, int) IS
   'Doorbell: todos of these endpoints (granted queues) that time made claimable in [p_since, now()]: expired leases with an attempt left, elapsed retry windows. Oldest first; due_at is the moment.';
 
-CREATE OR REPLACE FUNCTION switchboard.next_due(p_endpoints uuid[]) RETURNS timestamptz
+-- p_within bounds the look-ahead: the doorbell reads again every few seconds anyway, so it asks
+-- only for moments before its next read. Unbounded, the min() walked todos_leases from now()
+-- through the entries of every lease claimed in the last lease period and since completed
+-- (their row versions dead but not yet vacuumed): in a steady drain, thousands of heap visits,
+-- 11-40 ms a read (docs/benchmarks.md, "The two misses, measured").
+CREATE OR REPLACE FUNCTION switchboard.next_due(p_endpoints uuid[], p_within interval DEFAULT NULL)
+RETURNS timestamptz
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_until timestamptz := coalesce(now() + p_within, 'infinity');
 BEGIN
     RETURN least(
         (SELECT min(t.lease_expires_at) FROM switchboard.todos t
-          WHERE t.state = 'claimed' AND t.lease_expires_at > now() AND t.endpoint_id = ANY (p_endpoints)),
+          WHERE t.state = 'claimed' AND t.lease_expires_at > now() AND t.lease_expires_at <= v_until
+            AND t.endpoint_id = ANY (p_endpoints)),
         (SELECT min(t.next_retry_at) FROM switchboard.todos t
-          WHERE t.next_retry_at > now() AND t.endpoint_id = ANY (p_endpoints)));
+          WHERE t.next_retry_at > now() AND t.next_retry_at <= v_until AND t.endpoint_id = ANY (p_endpoints)));
 END
 $$;
-COMMENT ON FUNCTION switchboard.next_due(uuid[]) IS
-  'Doorbell: the earliest moment still to come at which a lease of these endpoints expires or a retry window elapses (NULL: none).';
+COMMENT ON FUNCTION switchboard.next_due(uuid[], interval) IS
+  'Doorbell: the earliest moment still to come (within p_within, when given) at which a lease of these endpoints expires or a retry window elapses (NULL: none).';
 
 -- Ring again: which of these todos can a claim take now (pending, expired lease or elapsed retry
 -- with an attempt left, in a granted queue of an active endpoint).

@@ -116,7 +116,7 @@ BEGIN
         'switchboard.ready_todos_since(timestamptz, int)',
         'switchboard.oldest_pending(uuid, int)',
         'switchboard.due_todos(uuid[], timestamptz, int)',
-        'switchboard.next_due(uuid[])',
+        'switchboard.next_due(uuid[], interval)',
         'switchboard.claimable_todos(uuid[])',
         'switchboard.reap()',
         -- the OAuth authorization server (server/oauth)

@@ -4,7 +4,7 @@ package doorbell
 // take it over) without any transaction committing at that moment, so no NOTIFY announces it.
 // The bell reads, in one SQL call (switchboard.due_todos and switchboard.next_due), the todos of
 // its endpoints that time made claimable since the last read and the earliest such moment still
-// to come, and arms one timer for that moment. It reads again when the timer fires, after a
+// to come before the next poll (later ones are read then), and arms one timer for that moment. It reads again when the timer fires, after a
 // local tool call that may have set a lease or a retry (Session.SetLease), when an endpoint gets
 // its first session here, and every duePoll otherwise (leases and retries set through another
 // server process or psql); never more than once per dueMinGap. What it finds is announced like
@@ -113,7 +113,8 @@ func (b *Bell) dueRead() {
 	var err error
 	if len(ids) > 0 {
 		ctx, cancel := context.WithTimeout(b.ctx, readTimeout)
-		res, err = b.st.DueTodos(ctx, ids, since, dueLimit)
+		// A moment later than duePoll from now is not needed: the next read comes first.
+		res, err = b.st.DueTodos(ctx, ids, since, dueLimit, duePoll)
 		cancel()
 		if err != nil && b.ctx.Err() == nil {
 			b.log.Warn("doorbell time-based read failed", "endpoints", len(ids), "err", store.Classify(err).Unwrap())

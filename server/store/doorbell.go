@@ -138,8 +138,8 @@ type Due struct {
 
 // DueTodos: switchboard.due_todos and switchboard.next_due in one round trip — the todos of
 // these endpoints whose lease expired or whose retry window elapsed at or after since (at most
-// limit), and the next such moment.
-func (s *Store) DueTodos(ctx context.Context, endpoints []string, since time.Time, limit int) (Due, error) {
+// limit), and the next such moment within the look-ahead within.
+func (s *Store) DueTodos(ctx context.Context, endpoints []string, since time.Time, limit int, within time.Duration) (Due, error) {
 	var sinceArg *time.Time
 	if !since.IsZero() {
 		sinceArg = &since
@@ -148,8 +148,9 @@ func (s *Store) DueTodos(ctx context.Context, endpoints []string, since time.Tim
 		`SELECT now(), d.endpoint_id, d.id, d.queue, d.title, d.source, d.kind, d.due_at, d.attempt
 		   FROM switchboard.due_todos($1::uuid[], coalesce($2::timestamptz, now() - interval '1 second'), $3) d
 		 UNION ALL
-		 SELECT now(), NULL, NULL, NULL, NULL, NULL, NULL, switchboard.next_due($1::uuid[]), NULL`,
-		endpoints, sinceArg, limit)
+		 SELECT now(), NULL, NULL, NULL, NULL, NULL, NULL,
+		        switchboard.next_due($1::uuid[], make_interval(secs => $4::float8)), NULL`,
+		endpoints, sinceArg, limit, within.Seconds())
 	if err != nil {
 		return Due{}, Classify(err)
 	}

@@ -10,11 +10,15 @@ package main
 //   Graphile     Worker 0.18.0 unbatched (its defaults) and batched (a local queue of 50 and
 //                batched completion), draining no-op jobs in a database of its own
 //   floor        the bare hand-written SKIP LOCKED pair on bench_bare (no checks, no answer)
+//   paced        the SQL functions one at a time and at 10, each worker pausing between its
+//                statements so that the 16 run at the rate the MCP drive of the same kind last
+//                reached: what the same statements cost PostgreSQL at the MCP drive's pace
 //
 // The targets are issue 37's, against the peer's unbatched figures of the same run.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -145,7 +149,17 @@ func peerSection(ctx context.Context, b *Bench) ([]Row, error) {
 		grow(path, r.Cycles)
 		return peerPath{todos: r.Cycles, cpu: r.PGCPU, rate: r.PerSec(), errors: r.Errors}, nil
 	}
-	var n10, n50 atomic.Int64
+	var n10, n50, n10p atomic.Int64
+	// The rate each MCP drive last reached, for the paced SQL paths.
+	lastRate := map[string]float64{}
+	pace := func(mcp string, perCycle int) func() time.Duration {
+		return func() time.Duration {
+			if lastRate[mcp] <= 0 {
+				return 0
+			}
+			return time.Duration(float64(peerWorkers*perCycle) / lastRate[mcp] * float64(time.Second))
+		}
+	}
 	paths := []struct {
 		name string
 		run  func() (peerPath, error)
@@ -161,6 +175,12 @@ func peerSection(ctx context.Context, b *Bench) ([]Row, error) {
 		{"mcp 1", func() (peerPath, error) { return mcpPath("mcp 1", mcpbench.ClaimThenComplete) }},
 		{"mcp 10", func() (peerPath, error) { return mcpPath("mcp 10", mcpbench.Batch(10)) }},
 		{"mcp 50", func() (peerPath, error) { return mcpPath("mcp 50", mcpbench.Batch(50)) }},
+		{"sql 1 paced", func() (peerPath, error) {
+			return sqlPath("sql 1 paced", "switchboard.todos", pacedCycleOp(epID, 1, nil, pace("mcp 1", 1)), nil)
+		}},
+		{"sql 10 paced", func() (peerPath, error) {
+			return sqlPath("sql 10 paced", "switchboard.todos", pacedCycleOp(epID, 10, &n10p, pace("mcp 10", 10)), &n10p)
+		}},
 		{"graphile", func() (peerPath, error) { return graphilePath(ctx, b, postmaster, 0) }},
 		{"graphile batched", func() (peerPath, error) { return graphilePath(ctx, b, postmaster, peerBatch) }},
 	}
@@ -181,6 +201,7 @@ func peerSection(ctx context.Context, b *Bench) ([]Row, error) {
 				return nil, fmt.Errorf("peer %s: %w", p.name, err)
 			}
 			b.Logf("peer %-16s round %d: %.0f todos/s, PG CPU %.3f ms/todo", p.name, round, r.rate, r.cpuPerTodo())
+			lastRate[p.name] = r.rate
 			acc := got[p.name]
 			got[p.name] = peerPath{todos: acc.todos + r.todos, cpu: acc.cpu + r.cpu, rate: acc.rate + r.rate, errors: acc.errors + r.errors}
 		}
@@ -215,6 +236,8 @@ func peerSection(ctx context.Context, b *Bench) ([]Row, error) {
 		cpuRow("sql 1", "  the same through the SQL functions (pgx): claim_next+complete, 16", "", 0),
 		cpuRow("sql 10", "  the same: claim_next_many(10) + complete_many, 16", "", 0),
 		cpuRow("sql 50", "  the same: claim_next_many(50) + complete_many, 16", "", 0),
+		cpuRow("sql 1 paced", "  the SQL functions one at a time, paced to the MCP drive's rate, 16", "", 0),
+		cpuRow("sql 10 paced", "  the SQL functions at 10, paced to the MCP drive's rate, 16", "", 0),
 		cpuRow("bare", "  the floor: the bare hand-written pair on bench_bare, 16", "", 0),
 	}
 	drain := Row{Section: sec, Name: "MCP drain, 16 sessions at max 50", Value: rate("mcp 50"), Unit: "todos/s",
@@ -227,6 +250,57 @@ func peerSection(ctx context.Context, b *Bench) ([]Row, error) {
 	rows = append(rows, drain, Row{Section: sec, Name: "  Graphile Worker batched rate, 16", Value: rate("graphile batched"),
 		Unit: "jobs/s", Baseline: peerRate, Ratio: Ratio(rate("graphile batched"), peerRate)})
 	return rows, nil
+}
+
+// pacedCycleOp is cycleOp (max 1) or batchCycleOp (todos counts the todos finished) at the
+// pace of an MCP drive: a cycle takes at least every() (no pause when 0), half of it between the
+// claim and the completion, so that each backend waits for its next statement as it does
+// behind the server.
+func pacedCycleOp(ep pgtype.UUID, max int, todos *atomic.Int64, every func() time.Duration) Op {
+	return func(ctx context.Context, _ int, c *pgx.Conn) (bool, error) {
+		start, d := time.Now(), every()
+		type todo struct {
+			ID string `json:"id"`
+		}
+		var out struct {
+			Todo  *todo  `json:"todo"`  // claim_next
+			Todos []todo `json:"todos"` // claim_next_many
+		}
+		var claimed []byte
+		var err error
+		if max == 1 {
+			err = c.QueryRow(ctx, "SELECT switchboard.claim_next($1)", ep).Scan(&claimed)
+		} else {
+			err = c.QueryRow(ctx, "SELECT switchboard.claim_next_many($1, $2)", ep, max).Scan(&claimed)
+		}
+		if err != nil {
+			return false, fmt.Errorf("claim: %w", err)
+		}
+		if err := json.Unmarshal(claimed, &out); err != nil {
+			return false, err
+		}
+		if out.Todo != nil {
+			out.Todos = []todo{*out.Todo}
+		}
+		if len(out.Todos) == 0 {
+			return false, nil
+		}
+		sleep(ctx, d/2-time.Since(start))
+		if max == 1 {
+			_, err = c.Exec(ctx, "SELECT switchboard.complete($1, $2)", ep, out.Todos[0].ID)
+		} else {
+			items, _ := json.Marshal(out.Todos)
+			_, err = c.Exec(ctx, "SELECT switchboard.complete_many($1, $2)", ep, string(items))
+		}
+		if err != nil {
+			return false, fmt.Errorf("complete: %w", err)
+		}
+		if todos != nil {
+			todos.Add(int64(len(out.Todos)))
+		}
+		sleep(ctx, d-time.Since(start))
+		return true, nil
+	}
 }
 
 // clusterOf is the postmaster of the cluster serving url (for clusterCPU).

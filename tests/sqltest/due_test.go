@@ -75,6 +75,20 @@ func TestDueTodos(t *testing.T) {
 	if at := d.nextDue(eps); at == nil || !at.Equal(retryAt) {
 		t.Fatalf("next_due %v, want the retry window %v (the other endpoint's 5 s lease is not ours)", at, retryAt)
 	}
+	// A look-ahead (the doorbell's poll interval) leaves out the moments after it.
+	within := func(ahead string) *time.Time {
+		var at *time.Time
+		if err := d.QueryRow(ctx(), "SELECT switchboard.next_due($1::uuid[], $2::interval)", eps, ahead).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	if at := within("10 seconds"); at != nil {
+		t.Fatalf("next_due within 10 s: %v, want none (the retry window is 30 s off, the lease 60 s)", at)
+	}
+	if at := within("45 seconds"); at == nil || !at.Equal(retryAt) {
+		t.Fatalf("next_due within 45 s: %v, want the retry window %v", at, retryAt)
+	}
 	if got := d.dueIDs(eps, since); len(got) != 0 {
 		t.Fatalf("due before any moment passed: %v", got)
 	}
