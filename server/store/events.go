@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // MCP Events (db/code/events.sql, docs/events.md): the methods of events/* and of the outbound
@@ -59,10 +60,11 @@ type OutboxItem struct {
 	Attempts  int
 }
 
-// OutboxTake: switchboard.events_outbox_take — up to limit due rows, leased to this sender.
-func (s *Store) OutboxTake(ctx context.Context, limit int) ([]OutboxItem, error) {
+// OutboxTake: switchboard.events_outbox_take — up to limit due rows, leased to this sender
+// for lease (whole seconds, at least one).
+func (s *Store) OutboxTake(ctx context.Context, limit int, lease time.Duration) ([]OutboxItem, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, hook_id, url, secrets, message_id, body::text, attempts
-	                                  FROM switchboard.events_outbox_take($1)`, limit)
+	                                  FROM switchboard.events_outbox_take($1, $2)`, limit, max(1, int(lease/time.Second)))
 	if err != nil {
 		return nil, Classify(err)
 	}
