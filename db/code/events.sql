@@ -520,13 +520,13 @@ $$;
 -- happen (the lock, and the outbox's unique (hook, message)). Set-based: subscriptions that
 -- share (name, endpoint, arguments, position) read the same occurrences, so they are read once
 -- per group (scope re-derived by events_read) and inserted for every member in one statement;
--- the positions move in one UPDATE at the end.
-CREATE OR REPLACE FUNCTION switchboard.events_fanout() RETURNS int
+-- the positions move in one UPDATE at the end. p_hooks bounds the subscriptions one call
+-- handles (NULL: all), so a server can send the first ones' rows while it fans out the rest.
+-- Answers the number of subscriptions it moved (p_hooks of them: call again).
+CREATE OR REPLACE FUNCTION switchboard.events_fanout(p_hooks int DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     v_bound xid8 := pg_snapshot_xmin(pg_current_snapshot());
-    v_n     int := 0;
-    v_k     int;
     v_ids   text[] := '{}';
     g       record;
 BEGIN
@@ -557,6 +557,7 @@ BEGIN
                          SELECT 1 FROM switchboard.webhook_events ev
                           WHERE ev.xact IS NOT NULL AND (ev.xact, ev.id) > (x.pos_xact, x.pos_seq) AND ev.xact < v_bound)
                    END
+             LIMIT p_hooks
                FOR UPDATE OF x SKIP LOCKED)
         SELECT h.name, h.endpoint_id, h.pos_xact, h.pos_seq, h.queues, h.human_id, h.queue, h.webhook_id,
                array_agg(h.id ORDER BY h.id) AS ids
@@ -575,8 +576,6 @@ BEGIN
           FROM r CROSS JOIN unnest(g.ids) AS k(id)
          ORDER BY r.xact, r.seq, k.id
         ON CONFLICT (hook_id, message_id) DO NOTHING;
-        GET DIAGNOSTICS v_k = ROW_COUNT;
-        v_n := v_n + v_k;
         v_ids := v_ids || g.ids;
     END LOOP;
     UPDATE switchboard.event_hooks SET pos_xact = v_bound, pos_seq = 0 WHERE id = ANY (v_ids);
@@ -591,11 +590,11 @@ BEGIN
                                 LIMIT 1000);
     DELETE FROM switchboard.event_interest
      WHERE seen_at < now() - make_interval(days => switchboard.setting('retain_events_days')::int);
-    RETURN v_n;
+    RETURN cardinality(v_ids);
 END
 $$;
-COMMENT ON FUNCTION switchboard.events_fanout() IS
-  'MCP Events tick: copy new occurrences of live webhook subscriptions into the outbox; drop lapsed subscriptions and expired log rows.';
+COMMENT ON FUNCTION switchboard.events_fanout(int) IS
+  'MCP Events tick: copy new occurrences of live webhook subscriptions (up to p_hooks of them) into the outbox; drop lapsed subscriptions and expired log rows. Answers the subscriptions moved.';
 
 -- Sending: take up to p_limit due outbox rows of active subscriptions (FOR UPDATE SKIP LOCKED,
 -- so replicas never take the same row), push their next_at a lease ahead and count the

@@ -100,7 +100,7 @@ BEGIN
         'switchboard.events_subscribe(uuid, text, jsonb, text, text, text, bigint, bigint, boolean, bytea)',
         'switchboard.events_unsubscribe(uuid, text, jsonb, text)',
         'switchboard.events_record()',
-        'switchboard.events_fanout()',
+        'switchboard.events_fanout(int)',
         'switchboard.events_outbox_take(int, int)',
         'switchboard.events_outbox_done_many(bigint[], text[], text[])',
         'switchboard.events_outbox_age()',

@@ -26,6 +26,10 @@ const (
 	inflight = 2
 )
 
+// fanChunk is the subscriptions one fan-out transaction moves: the first chunk's rows are sent
+// while the next chunk is fanned out.
+const fanChunk = 250
+
 // lease is how long a taken row stays with this server: long enough for every row out at
 // once to wait its turn for a sender and run to requestTimeout (30 s with the values above).
 // A server that dies leaves its rows to another after this.
@@ -109,10 +113,11 @@ func (r *Runner) Stop() {
 	}
 }
 
-// Once runs one tick: record and fan out, then send what is due until nothing is.
+// Once runs one tick: record, then fan out in chunks while sending what is due, until the
+// fan-out is done and nothing is due.
 func (r *Runner) Once(ctx context.Context) {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, _, err := r.st.EventsTick(tctx)
+	_, err := r.st.EventsRecord(tctx)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -120,12 +125,37 @@ func (r *Runner) Once(ctx context.Context) {
 		}
 		return
 	}
-	r.drain(ctx)
+	fanned := make(chan struct{}, 1) // a chunk is in the outbox
+	fanDone := make(chan struct{})
+	go func() {
+		defer close(fanDone)
+		for ctx.Err() == nil {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			n, err := r.st.EventsFanout(tctx, fanChunk)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("events fan-out failed", "err", store.Classify(err).Unwrap())
+				}
+				return
+			}
+			select {
+			case fanned <- struct{}{}:
+			default:
+			}
+			if n < fanChunk {
+				return
+			}
+		}
+	}()
+	r.drain(ctx, fanned, fanDone)
+	<-fanDone
 }
 
-// drain sends what is due until a take comes back empty (or ctx ends); it returns once every
-// batch it took has its outcomes recorded (or left leased, when recording failed).
-func (r *Runner) drain(ctx context.Context) {
+// drain sends what is due until a take comes back empty after the fan-out ended (or ctx
+// ends); it returns once every batch it took has its outcomes recorded (or left leased, when
+// recording failed).
+func (r *Runner) drain(ctx context.Context, fanned, fanDone <-chan struct{}) {
 	type job struct {
 		it  store.OutboxItem
 		out *store.OutboxOutcome
@@ -144,17 +174,33 @@ func (r *Runner) drain(ctx context.Context) {
 		}()
 	}
 	slots := make(chan struct{}, inflight)
+loop:
 	for ctx.Err() == nil {
 		slots <- struct{}{} // at most inflight batches out: taken and not yet recorded
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		items, err := r.st.OutboxTake(tctx, batch, lease)
 		cancel()
-		if err != nil || len(items) == 0 {
-			if err != nil {
-				r.log.Warn("events outbox take failed", "err", store.Classify(err).Unwrap())
-			}
+		if err != nil {
+			r.log.Warn("events outbox take failed", "err", store.Classify(err).Unwrap())
 			<-slots
 			break
+		}
+		if len(items) == 0 {
+			<-slots
+			// Nothing due: wait for the fan-out's next chunk, or its end.
+			select {
+			case <-fanned:
+				continue
+			case <-fanDone:
+				select {
+				case <-fanned: // the last chunk landed after that take
+					continue
+				default:
+					break loop
+				}
+			case <-ctx.Done():
+				break loop
+			}
 		}
 		outcomes := make([]store.OutboxOutcome, len(items))
 		wg := new(sync.WaitGroup)

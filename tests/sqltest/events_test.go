@@ -406,7 +406,7 @@ func TestEventsGapEnvelope(t *testing.T) {
 
 // The fan-out reads once per group of subscriptions that share (name, endpoint, arguments,
 // position) and copies for every member: each subscription still gets exactly its own events,
-// whatever its arguments and position, once.
+// whatever its arguments and position, once; also when it runs in chunks of subscriptions.
 func TestEventsFanoutGroups(t *testing.T) {
 	d := fresh(t)
 	ep := d.vend("alice", "worker", "inbox", "other")
@@ -480,7 +480,14 @@ func TestEventsFanoutGroups(t *testing.T) {
 	t3 := d.create(ep, "other", "three")
 	t4 := d.create(ep, "inbox", "four")
 	d.record()
-	d.exec(`SELECT switchboard.events_fanout()`)
+	// In chunks of two subscriptions (as a server does, sending the first while it fans out
+	// the rest): each call answers the subscriptions it moved.
+	for _, want := range []int{2, 2, 1, 0} {
+		var moved int
+		if err := d.QueryRow(ctx(), `SELECT switchboard.events_fanout(2)`).Scan(&moved); err != nil || moved != want {
+			t.Fatalf("events_fanout(2): %d %v, want %d", moved, err, want)
+		}
+	}
 	check("second fan-out", map[string][]string{
 		all: {t3, t4}, inbox: {t4}, replay: {t3, t4}, again: {t3, t4}, other: {t3}})
 }
