@@ -671,13 +671,17 @@ RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     -- Successes, the common case, set-based: the rows go, their subscriptions are healthy.
+    -- A healthy subscription's row is rewritten at most once a second (lastDeliveryAt is
+    -- that precise): a busy one is not rewritten for every event.
     WITH ok AS (
         DELETE FROM switchboard.event_outbox o
-         WHERE o.id IN (SELECT d.id FROM unnest(p_ids, p_outcomes) AS d(id, outcome) WHERE d.outcome = 'ok')
+         WHERE o.id = ANY (ARRAY(SELECT d.id FROM unnest(p_ids, p_outcomes) AS d(id, outcome) WHERE d.outcome = 'ok'))
         RETURNING o.hook_id)
     UPDATE switchboard.event_hooks x
        SET last_delivery_at = now(), last_error = NULL, failed_since = NULL, failures = 0
-     WHERE x.id IN (SELECT DISTINCT ok.hook_id FROM ok);
+     WHERE x.id IN (SELECT DISTINCT ok.hook_id FROM ok)
+       AND (x.last_delivery_at IS NULL OR x.last_delivery_at < now() - interval '1 second'
+            OR x.last_error IS NOT NULL OR x.failed_since IS NOT NULL OR x.failures <> 0);
     FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
         IF p_outcomes[i] <> 'ok' THEN
             PERFORM switchboard.events_outbox_done(p_ids[i], p_outcomes[i], p_errors[i]);
