@@ -173,6 +173,12 @@ func (r *Runner) drain(ctx context.Context, fanned, fanDone <-chan struct{}) {
 			}
 		}()
 	}
+	// Nothing is taken before the first chunk is in: a take beside the fan-out only slows it.
+	select {
+	case <-fanned:
+	case <-fanDone:
+	case <-ctx.Done():
+	}
 	slots := make(chan struct{}, inflight)
 loop:
 	for ctx.Err() == nil {
