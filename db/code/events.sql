@@ -608,12 +608,14 @@ BEGIN
     WITH taken AS (
         UPDATE switchboard.event_outbox o
            SET next_at = now() + make_interval(secs => p_lease_seconds), attempts = o.attempts + 1
-         WHERE o.id IN (SELECT d.id FROM switchboard.event_outbox d
-                          LEFT JOIN switchboard.event_hooks x ON x.id = d.hook_id
-                         WHERE d.next_at <= now() AND (d.url IS NOT NULL OR x.active)
-                         ORDER BY d.next_at
-                         LIMIT p_limit
-                           FOR UPDATE OF d SKIP LOCKED)
+         -- = ANY of an array: the rows by their key (an IN here hash-joined a scan of the
+         -- whole table, dead versions and all, on every take)
+         WHERE o.id = ANY (ARRAY(SELECT d.id FROM switchboard.event_outbox d
+                                   LEFT JOIN switchboard.event_hooks x ON x.id = d.hook_id
+                                  WHERE d.next_at <= now() AND (d.url IS NOT NULL OR x.active)
+                                  ORDER BY d.next_at
+                                  LIMIT p_limit
+                                    FOR UPDATE OF d SKIP LOCKED))
         RETURNING o.*)
     SELECT t.id, t.hook_id, coalesce(t.url, x.url),
            CASE WHEN t.secret IS NOT NULL THEN ARRAY[t.secret]
