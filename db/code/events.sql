@@ -527,7 +527,7 @@ CREATE OR REPLACE FUNCTION switchboard.events_fanout(p_hooks int DEFAULT NULL) R
 LANGUAGE plpgsql AS $$
 DECLARE
     v_bound xid8 := pg_snapshot_xmin(pg_current_snapshot());
-    v_ids   text[] := '{}';
+    v_ids   text[] := '{}'::text[];
     g       record;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM switchboard.event_hooks)
