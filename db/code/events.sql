@@ -597,8 +597,8 @@ COMMENT ON FUNCTION switchboard.events_fanout(int) IS
   'MCP Events tick: copy new occurrences of live webhook subscriptions (up to p_hooks of them) into the outbox; drop lapsed subscriptions and expired log rows. Answers the subscriptions moved.';
 
 -- Sending: take up to p_limit due outbox rows of active subscriptions (FOR UPDATE SKIP LOCKED,
--- so replicas never take the same row), push their next_at a lease ahead and count the
--- attempt. Each row comes with what the POST needs; body has the watermark cursor (events).
+-- so replicas never take the same row), lease them (leased_until, in no index: a HOT update)
+-- and count the attempt. Each row comes with what the POST needs; body has the watermark cursor (events).
 CREATE OR REPLACE FUNCTION switchboard.events_outbox_take(p_limit int, p_lease_seconds int DEFAULT 30)
 RETURNS TABLE (id bigint, hook_id text, url text, secrets text[], message_id text, body jsonb, attempts int)
 LANGUAGE plpgsql AS $$
@@ -607,12 +607,13 @@ BEGIN
     RETURN QUERY
     WITH taken AS (
         UPDATE switchboard.event_outbox o
-           SET next_at = now() + make_interval(secs => p_lease_seconds), attempts = o.attempts + 1
+           SET leased_until = now() + make_interval(secs => p_lease_seconds), attempts = o.attempts + 1
          -- = ANY of an array: the rows by their key (an IN here hash-joined a scan of the
          -- whole table, dead versions and all, on every take)
          WHERE o.id = ANY (ARRAY(SELECT d.id FROM switchboard.event_outbox d
                                    LEFT JOIN switchboard.event_hooks x ON x.id = d.hook_id
-                                  WHERE d.next_at <= now() AND (d.url IS NOT NULL OR x.active)
+                                  WHERE d.next_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
+                                    AND (d.url IS NOT NULL OR x.active)
                                   ORDER BY d.next_at
                                   LIMIT p_limit
                                     FOR UPDATE OF d SKIP LOCKED))
@@ -657,7 +658,8 @@ BEGIN
     ELSE
         UPDATE switchboard.event_outbox
            SET next_at = now() + (ARRAY[interval '1 second', interval '5 seconds', interval '30 seconds',
-                                        interval '3 minutes'])[o.attempts]
+                                        interval '3 minutes'])[o.attempts],
+               leased_until = NULL
          WHERE id = p_id;
     END IF;
     UPDATE switchboard.event_hooks x
