@@ -100,7 +100,7 @@ BEGIN
         'switchboard.events_subscribe(uuid, text, jsonb, text, text, text, bigint, bigint, boolean, bytea)',
         'switchboard.events_unsubscribe(uuid, text, jsonb, text)',
         'switchboard.events_record()',
-        'switchboard.events_fanout()',
+        'switchboard.events_fanout(int)',
         'switchboard.events_outbox_take(int, int)',
         'switchboard.events_outbox_done_many(bigint[], text[], text[])',
         'switchboard.events_outbox_age()',
@@ -212,7 +212,7 @@ BEGIN
     GRANT SELECT (id, endpoint_id, name, arguments, url, pos_xact, pos_seq, refresh_before, active,
                   last_delivery_at, last_error, failed_since, failures, created_at, refreshed_at, grant_id)
        ON switchboard.event_hooks TO switchboard_dba;
-    GRANT SELECT (id, hook_id, message_id, xact, seq, body, url, attempts, next_at, created_at)
+    GRANT SELECT (id, hook_id, message_id, xact, seq, body, url, attempts, next_at, leased_until, created_at)
        ON switchboard.event_outbox TO switchboard_dba;
 END
 $dba$;

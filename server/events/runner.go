@@ -17,9 +17,23 @@ import (
 // nothing to do.
 const Interval = time.Second
 
-// senders bounds the POSTs one server makes at once; a batch is taken, sent and its outcomes
-// recorded in one transaction.
-const senders = 64
+// The sender pipeline: senders POSTs at once, fed by takes of batch rows; up to inflight
+// batches are out at a time (the next is taken while the last one's POSTs run), and each
+// batch's outcomes are recorded in one transaction once its POSTs are done.
+const (
+	senders  = 128
+	batch    = 128
+	inflight = 2
+)
+
+// fanChunk is the subscriptions one fan-out transaction moves: the first chunk's rows are sent
+// while the next chunk is fanned out.
+const fanChunk = 250
+
+// lease is how long a taken row stays with this server: long enough for every row out at
+// once to wait its turn for a sender and run to requestTimeout (30 s with the values above).
+// A server that dies leaves its rows to another after this.
+const lease = requestTimeout*((inflight*batch+senders-1)/senders) + 10*time.Second
 
 // Runner is a server's events loop.
 type Runner struct {
@@ -99,10 +113,11 @@ func (r *Runner) Stop() {
 	}
 }
 
-// Once runs one tick: record and fan out, then send what is due until nothing is.
+// Once runs one tick: record, then fan out in chunks while sending what is due, until the
+// fan-out is done and nothing is due.
 func (r *Runner) Once(ctx context.Context) {
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, _, err := r.st.EventsTick(tctx)
+	_, err := r.st.EventsRecord(tctx)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -110,36 +125,113 @@ func (r *Runner) Once(ctx context.Context) {
 		}
 		return
 	}
+	fanned := make(chan struct{}, 1) // a chunk is in the outbox
+	fanDone := make(chan struct{})
+	go func() {
+		defer close(fanDone)
+		for ctx.Err() == nil {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			n, err := r.st.EventsFanout(tctx, fanChunk)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("events fan-out failed", "err", store.Classify(err).Unwrap())
+				}
+				return
+			}
+			select {
+			case fanned <- struct{}{}:
+			default:
+			}
+			if n < fanChunk {
+				return
+			}
+		}
+	}()
+	r.drain(ctx, fanned, fanDone)
+	<-fanDone
+}
+
+// drain sends what is due until a take comes back empty after the fan-out ended (or ctx
+// ends); it returns once every batch it took has its outcomes recorded (or left leased, when
+// recording failed).
+func (r *Runner) drain(ctx context.Context, fanned, fanDone <-chan struct{}) {
+	type job struct {
+		it  store.OutboxItem
+		out *store.OutboxOutcome
+		wg  *sync.WaitGroup
+	}
+	jobs := make(chan job, batch)
+	var workers sync.WaitGroup
+	for range senders {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for j := range jobs {
+				*j.out = r.send(j.it)
+				j.wg.Done()
+			}
+		}()
+	}
+	// Nothing is taken before the first chunk is in: a take beside the fan-out only slows it.
+	select {
+	case <-fanned:
+	case <-fanDone:
+	case <-ctx.Done():
+	}
+	slots := make(chan struct{}, inflight)
+loop:
 	for ctx.Err() == nil {
+		slots <- struct{}{} // at most inflight batches out: taken and not yet recorded
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		items, err := r.st.OutboxTake(tctx, senders)
+		items, err := r.st.OutboxTake(tctx, batch, lease)
 		cancel()
 		if err != nil {
 			r.log.Warn("events outbox take failed", "err", store.Classify(err).Unwrap())
-			return
+			<-slots
+			break
 		}
 		if len(items) == 0 {
-			return
+			<-slots
+			// Nothing due: wait for the fan-out's next chunk, or its end.
+			select {
+			case <-fanned:
+				continue
+			case <-fanDone:
+				select {
+				case <-fanned: // the last chunk landed after that take
+					continue
+				default:
+					break loop
+				}
+			case <-ctx.Done():
+				break loop
+			}
 		}
 		outcomes := make([]store.OutboxOutcome, len(items))
-		var wg sync.WaitGroup
+		wg := new(sync.WaitGroup)
+		wg.Add(len(items))
 		for i, it := range items {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				outcomes[i] = r.send(it)
-			}()
+			jobs <- job{it, &outcomes[i], wg}
 		}
-		wg.Wait()
-		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = r.st.OutboxDone(dctx, outcomes)
-		cancel()
-		if err != nil {
-			// The rows stay leased: they are sent again when the lease runs out.
-			r.log.Warn("events outbox outcomes not recorded", "rows", len(outcomes), "err", store.Classify(err).Unwrap())
-			return
-		}
+		go func() {
+			defer func() { <-slots }()
+			wg.Wait()
+			// Not the loop's context: POSTs that were made get their outcomes recorded.
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := r.st.OutboxDone(dctx, outcomes)
+			cancel()
+			if err != nil {
+				// The rows stay leased: they are sent again when the lease runs out.
+				r.log.Warn("events outbox outcomes not recorded", "rows", len(outcomes), "err", store.Classify(err).Unwrap())
+			}
+		}()
 	}
+	for range inflight { // every batch recorded
+		slots <- struct{}{}
+	}
+	close(jobs)
+	workers.Wait()
 }
 
 func (r *Runner) send(it store.OutboxItem) store.OutboxOutcome {

@@ -78,7 +78,7 @@ func NewClient(allowPrivate bool) *Client {
 			TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout:   connectTimeout,
 			ResponseHeaderTimeout: requestTimeout,
-			MaxIdleConnsPerHost:   64,
+			MaxIdleConnsPerHost:   senders, // one receiver can have every sender
 		},
 		// No redirects: a redirect could name an internal address.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

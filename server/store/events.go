@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // MCP Events (db/code/events.sql, docs/events.md): the methods of events/* and of the outbound
@@ -34,17 +35,25 @@ func (s *Store) EventsUnsubscribe(ctx context.Context, endpoint, name string, ar
 	return s.jsonCall(ctx, `SELECT switchboard.events_unsubscribe($1, $2, $3::jsonb, $4)`, endpoint, name, string(args), url)
 }
 
-// EventsTick runs the recorder (todo.claimable) and then the fan-out into the outbox, as two
-// transactions: what the first records is below the second's bound. Answers the outbox rows
-// the fan-out added.
-func (s *Store) EventsTick(ctx context.Context) (recorded, fanned int, err error) {
-	if err = s.pool.QueryRow(ctx, `SELECT switchboard.events_record()`).Scan(&recorded); err != nil {
-		return 0, 0, Classify(err)
+// EventsRecord: switchboard.events_record — the recorder (todo.claimable). Its own
+// transaction, before the fan-out: what it records is below the fan-out's bound.
+func (s *Store) EventsRecord(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT switchboard.events_record()`).Scan(&n); err != nil {
+		return 0, Classify(err)
 	}
-	if err = s.pool.QueryRow(ctx, `SELECT switchboard.events_fanout()`).Scan(&fanned); err != nil {
-		return recorded, 0, Classify(err)
+	return n, nil
+}
+
+// EventsFanout: switchboard.events_fanout — copies the new occurrences of up to hooks live
+// subscriptions into the outbox, one transaction. Answers the subscriptions it moved (hooks
+// of them: there may be more).
+func (s *Store) EventsFanout(ctx context.Context, hooks int) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT switchboard.events_fanout($1)`, hooks).Scan(&n); err != nil {
+		return 0, Classify(err)
 	}
-	return recorded, fanned, nil
+	return n, nil
 }
 
 // OutboxItem is one POST to make: the subscription, its URL, the secrets that sign it (two
@@ -59,10 +68,11 @@ type OutboxItem struct {
 	Attempts  int
 }
 
-// OutboxTake: switchboard.events_outbox_take — up to limit due rows, leased to this sender.
-func (s *Store) OutboxTake(ctx context.Context, limit int) ([]OutboxItem, error) {
+// OutboxTake: switchboard.events_outbox_take — up to limit due rows, leased to this sender
+// for lease (whole seconds, at least one).
+func (s *Store) OutboxTake(ctx context.Context, limit int, lease time.Duration) ([]OutboxItem, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, hook_id, url, secrets, message_id, body::text, attempts
-	                                  FROM switchboard.events_outbox_take($1)`, limit)
+	                                  FROM switchboard.events_outbox_take($1, $2)`, limit, max(1, int(lease/time.Second)))
 	if err != nil {
 		return nil, Classify(err)
 	}

@@ -2,8 +2,8 @@ package main
 
 // MCP Events webhooks (issue 35): one todo fanned out to 1, 100 and 1,000 webhook subscriptions
 // on a loopback receiver. Time from the todo's commit to its last callback (p50/p99), outbound
-// POSTs per second beside a bare Go HTTP client posting the same number of bodies to the same
-// receiver, and PostgreSQL CPU (the cluster's processes) per event delivered.
+// POSTs per second beside a bare Go HTTP client posting the same number of the same bodies to
+// the same receiver handler, and PostgreSQL CPU (the cluster's processes) per event delivered.
 
 import (
 	"bytes"
@@ -30,21 +30,20 @@ func init() {
 		Doc: "MCP Events webhooks: todo commit -> last callback at 1/100/1000 subscriptions (p50/p99), POSTs/s beside a bare Go client, PostgreSQL CPU per event"})
 }
 
+// eventsReceiver counts the POSTs per webhook-id. The bare client's POSTs take the same path
+// (read, JSON parse, the lock, the count) under webhook-ids of their own, so both sides pay
+// the same receiver cost.
 type eventsReceiver struct {
-	mu    sync.Mutex
-	seen  map[string]int
-	last  map[string]time.Time
-	done  map[string]chan struct{}
-	want  int
-	bytes int
+	mu   sync.Mutex
+	seen map[string]int
+	last map[string]time.Time
+	done map[string]chan struct{}
+	want int
+	body []byte // the last event body received: what the bare client posts
 }
 
 func (r *eventsReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
-	if req.URL.Path == "/bare" {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
 	var v map[string]any
 	_ = json.Unmarshal(body, &v)
 	if v["type"] == "verification" {
@@ -55,7 +54,9 @@ func (r *eventsReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.seen[id]++
 	r.last[id] = time.Now()
-	r.bytes = len(body)
+	if !strings.HasPrefix(id, "bare_") {
+		r.body = body
+	}
 	if r.seen[id] == r.want {
 		if ch := r.done[id]; ch != nil {
 			close(ch)
@@ -181,14 +182,15 @@ func eventsFanout(ctx context.Context, b *Bench, bin string, n int) ([]Row, erro
 	slices.Sort(rates)
 	p50, p99 := lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
 
-	// The bare client: the same number of bodies of the same size, 16 at a time.
+	// The bare client: the same number of POSTs of a captured event body, 16 at a time, to the
+	// same handler (counted under its own webhook-id).
 	rc.mu.Lock()
-	size := rc.bytes
+	body := rc.body
 	rc.mu.Unlock()
-	body := bytes.Repeat([]byte("x"), max(size, 1))
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 10 * time.Second}
 	var bare []float64
-	for range probes {
+	for k := range probes {
+		msgID := "bare_" + strconv.Itoa(k)
 		start := time.Now()
 		jobs := make(chan struct{}, n)
 		for range n {
@@ -201,7 +203,10 @@ func eventsFanout(ctx context.Context, b *Bench, bin string, n int) ([]Row, erro
 			go func() {
 				defer bw.Done()
 				for range jobs {
-					resp, err := hc.Post(base+"/bare", "application/json", bytes.NewReader(body))
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/hook", bytes.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("webhook-id", msgID)
+					resp, err := hc.Do(req)
 					if err == nil {
 						_, _ = io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
@@ -211,6 +216,12 @@ func eventsFanout(ctx context.Context, b *Bench, bin string, n int) ([]Row, erro
 		}
 		bw.Wait()
 		bare = append(bare, float64(n)/time.Since(start).Seconds())
+		rc.mu.Lock()
+		got := rc.seen[msgID]
+		rc.mu.Unlock()
+		if got != n {
+			return nil, fmt.Errorf("bare client: %d of %d POSTs reached the receiver", got, n)
+		}
 	}
 	slices.Sort(bare)
 	rate, bareRate := rates[len(rates)/2], bare[len(bare)/2]

@@ -544,3 +544,91 @@ func TestEventsSuspensionByFailureRate(t *testing.T) {
 		t.Fatal("not suspended with ~100 failures in the rolling hour")
 	}
 }
+
+// The fan-out reads once per group of subscriptions that share (name, endpoint, arguments,
+// position) and copies for every member: each subscription still gets exactly its own events,
+// whatever its arguments and position, once; also when it runs in chunks of subscriptions.
+func TestEventsFanoutGroups(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox", "other")
+	before := d.poll(d.Pool, ep, "todo.claimable", map[string]any{}, nil).Cursor
+	t0 := d.create(ep, "inbox", "before")
+	d.record()
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	sub := func(args, url string, cursor *string) string {
+		var raw []byte
+		if err := d.QueryRow(ctx(), `SELECT switchboard.events_subscribe($1, 'todo.claimable', $2, $3, $4, $5, NULL, NULL, true)`,
+			ep, args, url, secret, cursor).Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		var res struct{ ID string }
+		_ = json.Unmarshal(raw, &res)
+		return res.ID
+	}
+	all := sub(`{}`, "https://example.com/a", nil)
+	inbox := sub(`{"queue": "inbox"}`, "https://example.com/a", nil)     // same URL, other arguments
+	replay := sub(`{}`, "https://example.com/c", &before)                // an older position: t0 too
+	again := sub(`{}`, "https://example.com/d", nil)                     // like all
+	other := sub(`{"queue": "other"}`, "https://example.com/e", &before) // older, and narrower
+	outbox := func() map[string][]string {
+		rows, err := d.Query(ctx(), `SELECT hook_id, message_id, body ->> 'eventId' FROM switchboard.event_outbox ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		got := map[string][]string{}
+		for rows.Next() {
+			var hook, msg, eventID string
+			if err := rows.Scan(&hook, &msg, &eventID); err != nil {
+				t.Fatal(err)
+			}
+			if msg != eventID {
+				t.Fatalf("row %s: webhook-id %s, body eventId %s", hook, msg, eventID)
+			}
+			got[hook] = append(got[hook], strings.TrimSuffix(strings.TrimPrefix(msg, "todo_"), "_0"))
+		}
+		return got
+	}
+	check := func(round string, want map[string][]string) {
+		t.Helper()
+		got := outbox()
+		for hook, ids := range want {
+			if strings.Join(got[hook], ",") != strings.Join(ids, ",") {
+				t.Fatalf("%s: %s got %v, want %v", round, hook, got[hook], ids)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: rows for %d subscriptions, want %d", round, len(got), len(want))
+		}
+	}
+
+	t1 := d.create(ep, "inbox", "one")
+	t2 := d.create(ep, "other", "two")
+	d.record()
+	d.exec(`SELECT switchboard.events_fanout()`)
+	check("first fan-out", map[string][]string{
+		all: {t1, t2}, inbox: {t1}, replay: {t0, t1, t2}, again: {t1, t2}, other: {t2}})
+	d.exec(`SELECT switchboard.events_fanout()`) // nothing new: nothing twice
+	check("again", map[string][]string{
+		all: {t1, t2}, inbox: {t1}, replay: {t0, t1, t2}, again: {t1, t2}, other: {t2}})
+
+	// Every position is the same bound now: one group per arguments.
+	var positions int
+	if err := d.QueryRow(ctx(), `SELECT count(DISTINCT (pos_xact, pos_seq)) FROM switchboard.event_hooks`).Scan(&positions); err != nil || positions != 1 {
+		t.Fatalf("positions after the fan-out: %d %v", positions, err)
+	}
+	d.exec(`DELETE FROM switchboard.event_outbox`)
+	t3 := d.create(ep, "other", "three")
+	t4 := d.create(ep, "inbox", "four")
+	d.record()
+	// In chunks of two subscriptions (as a server does, sending the first while it fans out
+	// the rest): each call answers the subscriptions it moved.
+	for _, want := range []int{2, 2, 1, 0} {
+		var moved int
+		if err := d.QueryRow(ctx(), `SELECT switchboard.events_fanout(2)`).Scan(&moved); err != nil || moved != want {
+			t.Fatalf("events_fanout(2): %d %v, want %d", moved, err, want)
+		}
+	}
+	check("second fan-out", map[string][]string{
+		all: {t3, t4}, inbox: {t4}, replay: {t3, t4}, again: {t3, t4}, other: {t3}})
+}
