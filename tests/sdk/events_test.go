@@ -240,26 +240,22 @@ func TestReleasedClientStreamsEventsAcrossReplicas(t *testing.T) {
 	}()
 	next := func(method string) map[string]any {
 		t.Helper()
+		pick := func(m map[string]any) (map[string]any, bool) {
+			params, _ := m["params"].(map[string]any)
+			return params, m["method"] == method
+		}
 		for {
 			select {
 			case m := <-tap.msgs:
-				if m["method"] == method {
-					params, _ := m["params"].(map[string]any)
-					return params
+				if p, ok := pick(m); ok {
+					return p
 				}
 			case r := <-done:
 				done <- r // for the check at the end; what the tap already read comes first
-				for {
-					select {
-					case m := <-tap.msgs:
-						if m["method"] == method {
-							params, _ := m["params"].(map[string]any)
-							return params
-						}
-						continue
-					default:
+				for len(tap.msgs) > 0 {
+					if p, ok := pick(<-tap.msgs); ok {
+						return p
 					}
-					break
 				}
 				t.Fatalf("the stream ended waiting for %s: %+v %v", method, r.res, r.err)
 			case <-time.After(20 * time.Second):
