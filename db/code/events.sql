@@ -574,8 +574,9 @@ COMMENT ON FUNCTION switchboard.events_group_max() IS
 -- Fan-out: the new occurrences of every live subscription go to the outbox, and each
 -- subscription's position moves to the bound. One server at a time; a double fan-out cannot
 -- happen (the lock, and the outbox's unique (hook, message)). Set-based: subscriptions that
--- share (name, endpoint, arguments, position) read the same occurrences, so they are read once
--- per group (scope re-derived by events_read) and inserted for every member in one statement;
+-- share (name, endpoint, arguments) read the same occurrences, so they are read once per group
+-- from its oldest position (scope re-derived by events_read) and each event goes to the members
+-- whose position is before it, one outbox row per event and (at most 128) members;
 -- the positions move in one UPDATE at the end. p_hooks bounds the subscriptions one call
 -- handles (NULL: all), so a server can send the first ones' rows while it fans out the rest.
 -- Answers the number of subscriptions it moved (p_hooks of them: call again).
@@ -616,10 +617,14 @@ BEGIN
                    END
              LIMIT p_hooks
                FOR UPDATE OF x SKIP LOCKED)
-        SELECT h.name, h.endpoint_id, h.pos_xact, h.pos_seq, h.queues, h.human_id, h.queue, h.webhook_id,
-               array_agg(h.id ORDER BY h.id) AS ids
+        SELECT h.name, h.endpoint_id, h.queues, h.human_id, h.queue, h.webhook_id,
+               (array_agg(h.pos_xact ORDER BY h.pos_xact, h.pos_seq))[1] AS pos_xact,
+               (array_agg(h.pos_seq ORDER BY h.pos_xact, h.pos_seq))[1] AS pos_seq,
+               array_agg(h.id ORDER BY h.id) AS ids,
+               array_agg(h.pos_xact ORDER BY h.id) AS xs,
+               array_agg(h.pos_seq ORDER BY h.id) AS ss
           FROM h
-         GROUP BY h.name, h.endpoint_id, h.arguments, h.pos_xact, h.pos_seq, h.queues, h.human_id, h.queue, h.webhook_id
+         GROUP BY h.name, h.endpoint_id, h.arguments, h.queues, h.human_id, h.queue, h.webhook_id
     LOOP
         -- One row per event for the whole group (its members in hook_ids; the take expands
         -- it), in event order. A lone subscription gets a row of its own. hook_id is the
@@ -635,9 +640,13 @@ BEGIN
                                   'timestamp', switchboard.rfc3339(r.occurred_at), 'data', r.data)
           FROM switchboard.events_read(g.name, g.endpoint_id, g.queues, g.human_id, g.queue, g.webhook_id,
                                        g.pos_xact, g.pos_seq, v_bound, NULL, 10000) r
+         -- an event's members: those whose position is before it
          CROSS JOIN LATERAL (
-             SELECT g.ids[k * switchboard.events_group_max() + 1 : (k + 1) * switchboard.events_group_max()] AS ids
-               FROM generate_series(0, (cardinality(g.ids) - 1) / switchboard.events_group_max()) k) p
+             SELECT ARRAY(SELECT m.id FROM unnest(g.ids, g.xs, g.ss) AS m(id, x, s)
+                           WHERE (m.x, m.s) < (r.xact, r.seq) ORDER BY m.id) AS ids) e
+         CROSS JOIN LATERAL (
+             SELECT e.ids[k * switchboard.events_group_max() + 1 : (k + 1) * switchboard.events_group_max()] AS ids
+               FROM generate_series(0, (cardinality(e.ids) - 1) / switchboard.events_group_max()) k) p
          ORDER BY r.xact, r.seq
         ON CONFLICT (hook_id, message_id) DO NOTHING;
         v_ids := v_ids || g.ids;
