@@ -640,10 +640,12 @@ BEGIN
                                   'timestamp', switchboard.rfc3339(r.occurred_at), 'data', r.data)
           FROM switchboard.events_read(g.name, g.endpoint_id, g.queues, g.human_id, g.queue, g.webhook_id,
                                        g.pos_xact, g.pos_seq, v_bound, NULL, 10000) r
-         -- an event's members: those whose position is before it
+         -- an event's members: those whose position is before it, in id order (OFFSET 0: the
+         -- array is built once per event, not at every use below)
          CROSS JOIN LATERAL (
-             SELECT ARRAY(SELECT m.id FROM unnest(g.ids, g.xs, g.ss) AS m(id, x, s)
-                           WHERE (m.x, m.s) < (r.xact, r.seq) ORDER BY m.id) AS ids) e
+             SELECT ARRAY(SELECT m.id FROM unnest(g.ids, g.xs, g.ss) WITH ORDINALITY AS m(id, x, s, n)
+                           WHERE (m.x, m.s) < (r.xact, r.seq) ORDER BY m.n) AS ids
+             OFFSET 0) e
          CROSS JOIN LATERAL (
              SELECT e.ids[k * switchboard.events_group_max() + 1 : (k + 1) * switchboard.events_group_max()] AS ids
                FROM generate_series(0, (cardinality(e.ids) - 1) / switchboard.events_group_max()) k) p
