@@ -637,8 +637,8 @@ func TestEventsFanoutGroups(t *testing.T) {
 		all: {t3, t4}, inbox: {t4}, replay: {t3, t4}, again: {t3, t4}, other: {t3}})
 }
 
-// A group row is one outbox row per event for subscriptions that share a position: the take
-// expands it to a POST per active member (one that left is not sent), only a member whose POST
+// A group row is one outbox row per event for subscriptions that share event type, endpoint
+// and arguments (whatever their positions): the take expands it to a POST per active member (one that left is not sent), only a member whose POST
 // failed gets a row of its own (retried as any row), and the group row goes once every member
 // has an outcome; a taken row whose sender died is sent again to the members not yet recorded.
 func TestEventsOutboxGroupRow(t *testing.T) {
