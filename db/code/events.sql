@@ -356,18 +356,38 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- The safe-to-persist watermark of a subscription: just before its oldest event still in the
--- outbox (sent or not), else its fan-out position. A one-row table function so that a query
--- over many rows (events_outbox_take) gets it inlined as a join instead of a call per row.
+-- outbox (sent or not; in a row of its own or in a group row it is a member of), else its
+-- fan-out position. A one-row table function so that a query over many rows
+-- (events_outbox_take) gets it inlined as a join instead of a call per row.
 CREATE OR REPLACE FUNCTION switchboard.events_watermark_at(p_hook text, p_name text, p_pos_xact xid8, p_pos_seq bigint)
 RETURNS TABLE (watermark text)
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(
         (SELECT switchboard.events_cursor(p_name, o.xact, o.seq - 1, o.created_at)
-           FROM switchboard.event_outbox o
-          WHERE o.hook_id = p_hook AND o.xact IS NOT NULL
+           FROM ((SELECT o.xact, o.seq, o.created_at FROM switchboard.event_outbox o
+                   WHERE o.hook_id = p_hook AND o.xact IS NOT NULL
+                   ORDER BY o.xact, o.seq LIMIT 1)
+                 UNION ALL
+                 (SELECT o.xact, o.seq, o.created_at FROM switchboard.event_outbox o
+                   WHERE o.hook_ids @> ARRAY[p_hook] AND o.hook_ids IS NOT NULL
+                   ORDER BY o.xact, o.seq LIMIT 1)) o
           ORDER BY o.xact, o.seq LIMIT 1),
         switchboard.events_cursor(p_name, p_pos_xact, p_pos_seq, now()))
 $$;
+
+-- Removes subscriptions from the group rows they are members of (they left, lapsed or ended);
+-- a group row left without members goes.
+CREATE OR REPLACE FUNCTION switchboard.events_outbox_leave(p_hooks text[]) RETURNS void
+LANGUAGE sql AS $$
+    WITH g AS (
+        UPDATE switchboard.event_outbox o
+           SET hook_ids = ARRAY(SELECT m FROM unnest(o.hook_ids) m WHERE NOT m = ANY (p_hooks))
+         WHERE o.hook_ids && p_hooks AND o.hook_ids IS NOT NULL
+        RETURNING o.id, o.hook_ids)
+    DELETE FROM switchboard.event_outbox o USING g WHERE o.id = g.id AND g.hook_ids = '{}';
+$$;
+COMMENT ON FUNCTION switchboard.events_outbox_leave(text[]) IS
+  'Removes subscriptions from the outbox''s group rows (a row left without members goes).';
 
 CREATE OR REPLACE FUNCTION switchboard.events_watermark(h switchboard.event_hooks) RETURNS text
 LANGUAGE sql STABLE AS $$
@@ -481,6 +501,7 @@ BEGIN
             END IF;
         END IF;
         DELETE FROM switchboard.event_outbox WHERE hook_id = v_id;
+        PERFORM switchboard.events_outbox_leave(ARRAY[v_id]);
         INSERT INTO switchboard.event_hooks AS x (id, endpoint_id, name, arguments, url, secret, pos_xact, pos_seq,
                                                   refresh_before, grant_id)
         VALUES (v_id, p_endpoint, p_name, v_args, p_url, p_secret,
@@ -538,15 +559,24 @@ BEGIN
         PERFORM switchboard.refuse('not_found', 'no such subscription');
     END IF;
     DELETE FROM switchboard.event_outbox WHERE hook_id = v_id;
+    PERFORM switchboard.events_outbox_leave(ARRAY[v_id]);
     RETURN '{}'::jsonb;
 END
 $$;
 
+-- The most members a group row of the outbox has: a take (the servers take 128 POSTs at a
+-- time) is never more POSTs than the larger of the two, which their lease is sized for.
+CREATE OR REPLACE FUNCTION switchboard.events_group_max() RETURNS int
+LANGUAGE sql IMMUTABLE AS $$ SELECT 128 $$;
+COMMENT ON FUNCTION switchboard.events_group_max() IS
+  'The most subscriptions one MCP Events outbox group row carries (one event, one POST each).';
+
 -- Fan-out: the new occurrences of every live subscription go to the outbox, and each
 -- subscription's position moves to the bound. One server at a time; a double fan-out cannot
 -- happen (the lock, and the outbox's unique (hook, message)). Set-based: subscriptions that
--- share (name, endpoint, arguments, position) read the same occurrences, so they are read once
--- per group (scope re-derived by events_read) and inserted for every member in one statement;
+-- share (name, endpoint, arguments) read the same occurrences, so they are read once per group
+-- from its oldest position (scope re-derived by events_read) and each event goes to the members
+-- whose position is before it, one outbox row per event and (at most 128) members;
 -- the positions move in one UPDATE at the end. p_hooks bounds the subscriptions one call
 -- handles (NULL: all), so a server can send the first ones' rows while it fans out the rest.
 -- Answers the number of subscriptions it moved (p_hooks of them: call again).
@@ -555,6 +585,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_bound xid8 := pg_snapshot_xmin(pg_current_snapshot());
     v_ids   text[] := '{}'::text[];
+    v_lapsed text[];
     g       record;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM switchboard.event_hooks)
@@ -586,30 +617,51 @@ BEGIN
                    END
              LIMIT p_hooks
                FOR UPDATE OF x SKIP LOCKED)
-        SELECT h.name, h.endpoint_id, h.pos_xact, h.pos_seq, h.queues, h.human_id, h.queue, h.webhook_id,
-               array_agg(h.id ORDER BY h.id) AS ids
+        SELECT h.name, h.endpoint_id, h.queues, h.human_id, h.queue, h.webhook_id,
+               (array_agg(h.pos_xact ORDER BY h.pos_xact, h.pos_seq))[1] AS pos_xact,
+               (array_agg(h.pos_seq ORDER BY h.pos_xact, h.pos_seq))[1] AS pos_seq,
+               array_agg(h.id ORDER BY h.id) AS ids,
+               array_agg(h.pos_xact ORDER BY h.id) AS xs,
+               array_agg(h.pos_seq ORDER BY h.id) AS ss
           FROM h
-         GROUP BY h.name, h.endpoint_id, h.arguments, h.pos_xact, h.pos_seq, h.queues, h.human_id, h.queue, h.webhook_id
+         GROUP BY h.name, h.endpoint_id, h.arguments, h.queues, h.human_id, h.queue, h.webhook_id
     LOOP
-        -- Each body is built once (the CTE), then copied for every member, in event order.
-        WITH r AS MATERIALIZED (
-            SELECT r.event_id, r.xact, r.seq,
-                   jsonb_build_object('eventId', r.event_id, 'name', g.name,
-                                      'timestamp', switchboard.rfc3339(r.occurred_at), 'data', r.data) AS body
-              FROM switchboard.events_read(g.name, g.endpoint_id, g.queues, g.human_id, g.queue, g.webhook_id,
-                                           g.pos_xact, g.pos_seq, v_bound, NULL, 10000) r)
-        INSERT INTO switchboard.event_outbox (hook_id, message_id, xact, seq, body)
-        SELECT k.id, r.event_id, r.xact, r.seq, r.body
-          FROM r CROSS JOIN unnest(g.ids) AS k(id)
-         ORDER BY r.xact, r.seq, k.id
+        -- One row per event for the whole group (its members in hook_ids; the take expands
+        -- it), in event order. A lone subscription gets a row of its own. hook_id is the
+        -- group's key: the unique (hook_id, message_id) refuses the same event for the same
+        -- group twice (the lock and the positions already prevent a second fan-out).
+        -- A group row has at most events_group_max() members (a take is that many POSTs).
+        INSERT INTO switchboard.event_outbox (hook_id, hook_ids, message_id, xact, seq, body)
+        SELECT CASE WHEN cardinality(p.ids) = 1 THEN p.ids[1]
+                    ELSE 'grp_' || md5(array_to_string(p.ids, ',')) END,
+               CASE WHEN cardinality(p.ids) > 1 THEN p.ids END,
+               r.event_id, r.xact, r.seq,
+               jsonb_build_object('eventId', r.event_id, 'name', g.name,
+                                  'timestamp', switchboard.rfc3339(r.occurred_at), 'data', r.data)
+          FROM switchboard.events_read(g.name, g.endpoint_id, g.queues, g.human_id, g.queue, g.webhook_id,
+                                       g.pos_xact, g.pos_seq, v_bound, NULL, 10000) r
+         -- an event's members: those whose position is before it, in id order (OFFSET 0: the
+         -- array is built once per event, not at every use below)
+         CROSS JOIN LATERAL (
+             SELECT ARRAY(SELECT m.id FROM unnest(g.ids, g.xs, g.ss) WITH ORDINALITY AS m(id, x, s, n)
+                           WHERE (m.x, m.s) < (r.xact, r.seq) ORDER BY m.n) AS ids
+             OFFSET 0) e
+         CROSS JOIN LATERAL (
+             SELECT e.ids[k * switchboard.events_group_max() + 1 : (k + 1) * switchboard.events_group_max()] AS ids
+               FROM generate_series(0, (cardinality(e.ids) - 1) / switchboard.events_group_max()) k) p
+         ORDER BY r.xact, r.seq
         ON CONFLICT (hook_id, message_id) DO NOTHING;
         v_ids := v_ids || g.ids;
     END LOOP;
     UPDATE switchboard.event_hooks SET pos_xact = v_bound, pos_seq = 0 WHERE id = ANY (v_ids);
     -- Lapsed subscriptions (an hour past refreshBefore) and their outbox go.
-    DELETE FROM switchboard.event_outbox o USING switchboard.event_hooks x
-     WHERE o.hook_id = x.id AND x.refresh_before < now() - interval '1 hour';
-    DELETE FROM switchboard.event_hooks x WHERE x.refresh_before < now() - interval '1 hour';
+    WITH lapsed AS (DELETE FROM switchboard.event_hooks x WHERE x.refresh_before < now() - interval '1 hour'
+                    RETURNING x.id)
+    SELECT array_agg(lapsed.id) INTO v_lapsed FROM lapsed;
+    IF v_lapsed IS NOT NULL THEN
+        DELETE FROM switchboard.event_outbox o WHERE o.hook_id = ANY (v_lapsed);
+        PERFORM switchboard.events_outbox_leave(v_lapsed);
+    END IF;
     -- Retention of the log, in a bounded batch.
     DELETE FROM switchboard.event_log l
      WHERE (l.xact, l.seq) IN (SELECT o.xact, o.seq FROM switchboard.event_log o
@@ -623,29 +675,62 @@ $$;
 COMMENT ON FUNCTION switchboard.events_fanout(int) IS
   'MCP Events tick: copy new occurrences of live webhook subscriptions (up to p_hooks of them) into the outbox; drop lapsed subscriptions and expired log rows. Answers the subscriptions moved.';
 
--- Sending: take up to p_limit due outbox rows of active subscriptions (FOR UPDATE SKIP LOCKED,
--- so replicas never take the same row), lease them (leased_until, in no index: a HOT update)
--- and count the attempt. Each row comes with what the POST needs; body has the watermark cursor (events).
+-- Sending: take due outbox rows, up to p_limit POSTs (a group row is one POST per member;
+-- at least one row, so at most the larger of p_limit and events_group_max()), of active subscriptions (FOR UPDATE SKIP LOCKED, so replicas never take
+-- the same row), lease them (leased_until, in no index: a HOT update) and count the attempt.
+-- Each POST comes with what it needs (url and secrets of its subscription, joined now); body
+-- has the member's watermark cursor (events). A group row's member that was suspended gets a
+-- row of its own, which waits for the refresh as its other rows do; one that left is dropped.
 CREATE OR REPLACE FUNCTION switchboard.events_outbox_take(p_limit int, p_lease_seconds int DEFAULT 30)
 RETURNS TABLE (id bigint, hook_id text, url text, secrets text[], message_id text, body jsonb, attempts int)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    v_ids bigint[] := '{}'::bigint[];
+    v_n   int := 0;
+    r     record;
 BEGIN
+    FOR r IN SELECT d.id, coalesce(cardinality(d.hook_ids), 1) AS n
+               FROM switchboard.event_outbox d
+               LEFT JOIN switchboard.event_hooks x ON x.id = d.hook_id
+              WHERE d.next_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
+                AND (d.url IS NOT NULL OR x.active OR d.hook_ids IS NOT NULL)
+              ORDER BY d.next_at
+              LIMIT p_limit
+                FOR UPDATE OF d SKIP LOCKED
+    LOOP
+        EXIT WHEN v_n > 0 AND v_n + r.n > p_limit; -- a group row that does not fit waits
+        v_ids := v_ids || r.id;
+        v_n := v_n + r.n;
+        EXIT WHEN v_n >= p_limit;
+    END LOOP;
+    IF cardinality(v_ids) = 0 THEN
+        RETURN;
+    END IF;
+    -- Members not active (rare): suspended ones get their own row, and all leave the group row.
+    INSERT INTO switchboard.event_outbox (hook_id, message_id, xact, seq, body, created_at)
+    SELECT m.hook, o.message_id, o.xact, o.seq, o.body, o.created_at
+      FROM switchboard.event_outbox o
+     CROSS JOIN unnest(o.hook_ids) AS m(hook)
+      JOIN switchboard.event_hooks x ON x.id = m.hook AND NOT x.active
+     WHERE o.id = ANY (v_ids) AND o.hook_ids IS NOT NULL
+    ON CONFLICT (hook_id, message_id) DO NOTHING;
+    UPDATE switchboard.event_outbox o
+       SET hook_ids = ARRAY(SELECT m.hook FROM unnest(o.hook_ids) AS m(hook)
+                              JOIN switchboard.event_hooks x ON x.id = m.hook AND x.active)
+     WHERE o.id = ANY (v_ids) AND o.hook_ids IS NOT NULL
+       AND EXISTS (SELECT 1 FROM unnest(o.hook_ids) AS m(hook)
+                     LEFT JOIN switchboard.event_hooks x ON x.id = m.hook
+                    WHERE x.active IS NOT TRUE);
+    DELETE FROM switchboard.event_outbox o WHERE o.id = ANY (v_ids) AND o.hook_ids = '{}';
+
     RETURN QUERY
     WITH taken AS (
         UPDATE switchboard.event_outbox o
            SET leased_until = now() + make_interval(secs => p_lease_seconds), attempts = o.attempts + 1
-         -- = ANY of an array: the rows by their key (an IN here hash-joined a scan of the
-         -- whole table, dead versions and all, on every take)
-         WHERE o.id = ANY (ARRAY(SELECT d.id FROM switchboard.event_outbox d
-                                   LEFT JOIN switchboard.event_hooks x ON x.id = d.hook_id
-                                  WHERE d.next_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
-                                    AND (d.url IS NOT NULL OR x.active)
-                                  ORDER BY d.next_at
-                                  LIMIT p_limit
-                                    FOR UPDATE OF d SKIP LOCKED))
+         WHERE o.id = ANY (v_ids)
         RETURNING o.*)
-    SELECT t.id, t.hook_id, coalesce(t.url, x.url),
+    SELECT t.id, m.hook, coalesce(t.url, x.url),
            CASE WHEN t.secret IS NOT NULL THEN ARRAY[t.secret]
                 WHEN x.previous_until > now() THEN ARRAY[x.secret, x.previous_secret]
                 ELSE ARRAY[x.secret] END,
@@ -653,9 +738,11 @@ BEGIN
            CASE WHEN t.xact IS NULL THEN t.body ELSE t.body || jsonb_build_object('cursor', w.watermark) END,
            t.attempts
       FROM taken t
-      LEFT JOIN switchboard.event_hooks x ON x.id = t.hook_id
+     CROSS JOIN LATERAL unnest(coalesce(t.hook_ids, ARRAY[t.hook_id])) AS m(hook)
+      LEFT JOIN switchboard.event_hooks x ON x.id = m.hook
       LEFT JOIN LATERAL switchboard.events_watermark_at(x.id, x.name, x.pos_xact, x.pos_seq) w ON t.xact IS NOT NULL
-     ORDER BY t.id;
+     WHERE t.hook_ids IS NULL OR x.active
+     ORDER BY t.id, m.hook;
 END
 $$;
 
@@ -742,32 +829,93 @@ BEGIN
 END
 $$;
 
--- Many outcomes in one transaction (one commit for a sender's whole batch of POSTs).
-CREATE OR REPLACE FUNCTION switchboard.events_outbox_done_many(p_ids bigint[], p_outcomes text[], p_errors text[])
+-- Many outcomes in one transaction (one commit for a sender's whole batch of POSTs):
+-- p_outcomes[i] of the POST of row p_ids[i] to subscription p_hooks[i]. A group row's member
+-- whose POST failed retryably gets a row of its own (its first retry's backoff; from then on
+-- events_outbox_done, as any row); the group row goes once all its members have an outcome,
+-- else it keeps the others (sent again after its lease: a server that died mid-batch).
+CREATE OR REPLACE FUNCTION switchboard.events_outbox_done_posts(
+    p_ids bigint[], p_hooks text[], p_outcomes text[], p_errors text[])
 RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_group  bigint[];
     v_hooks  text[];
     v_counts int[];
+    f        record;
 BEGIN
-    -- Successes, the common case, set-based: the rows go, and each subscription's tally
-    -- counts them (the failure rate needs the successes too) in one row write per batch.
-    WITH ok AS (
+    v_group := ARRAY(SELECT o.id FROM switchboard.event_outbox o
+                      WHERE o.id = ANY (p_ids) AND o.hook_ids IS NOT NULL ORDER BY o.id FOR UPDATE);
+    IF v_group <> '{}' THEN
+        INSERT INTO switchboard.event_outbox (hook_id, message_id, xact, seq, body, attempts, next_at, created_at)
+        SELECT d.hook, o.message_id, o.xact, o.seq, o.body, o.attempts,
+               now() + (ARRAY[interval '1 second', interval '5 seconds', interval '30 seconds',
+                              interval '3 minutes'])[least(o.attempts, 4)],
+               o.created_at
+          FROM unnest(p_ids, p_hooks, p_outcomes) AS d(id, hook, outcome)
+          JOIN switchboard.event_outbox o ON o.id = d.id AND o.hook_ids IS NOT NULL
+          JOIN switchboard.event_hooks x ON x.id = d.hook
+         WHERE d.outcome = 'retry' AND o.attempts < 5
+        ON CONFLICT (hook_id, message_id) DO NOTHING;
         DELETE FROM switchboard.event_outbox o
-         WHERE o.id = ANY (ARRAY(SELECT d.id FROM unnest(p_ids, p_outcomes) AS d(id, outcome) WHERE d.outcome = 'ok'))
-        RETURNING o.hook_id)
+         USING (SELECT d.id, array_agg(d.hook) AS hooks FROM unnest(p_ids, p_hooks) AS d(id, hook)
+                 WHERE d.id = ANY (v_group) GROUP BY d.id) r
+         WHERE o.id = r.id AND o.hook_ids <@ r.hooks;
+        UPDATE switchboard.event_outbox o
+           SET hook_ids = ARRAY(SELECT m FROM unnest(o.hook_ids) m WHERE NOT m = ANY (r.hooks))
+          FROM (SELECT d.id, array_agg(d.hook) AS hooks FROM unnest(p_ids, p_hooks) AS d(id, hook)
+                 WHERE d.id = ANY (v_group) GROUP BY d.id) r
+         WHERE o.id = r.id AND o.hook_ids IS NOT NULL;
+    END IF;
+    -- Successes, the common case, set-based: each subscription's tally counts them (the
+    -- failure rate needs the successes too) in one row write per batch.
+    WITH gone AS (
+        DELETE FROM switchboard.event_outbox o
+         WHERE o.id = ANY (ARRAY(SELECT d.id FROM unnest(p_ids, p_outcomes) AS d(id, outcome)
+                                  WHERE d.outcome = 'ok' AND NOT d.id = ANY (v_group)))
+        RETURNING o.hook_id),
+    ok AS (
+        SELECT gone.hook_id FROM gone
+        UNION ALL
+        SELECT d.hook FROM unnest(p_ids, p_hooks, p_outcomes) AS d(id, hook, outcome)
+         WHERE d.outcome = 'ok' AND d.id = ANY (v_group))
     SELECT array_agg(g.hook_id), array_agg(g.n) INTO v_hooks, v_counts
       FROM (SELECT ok.hook_id, count(*)::int AS n FROM ok GROUP BY ok.hook_id) g;
     PERFORM switchboard.events_hooks_tally(v_hooks, v_counts, NULL);
-    FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
-        IF p_outcomes[i] <> 'ok' THEN
-            PERFORM switchboard.events_outbox_done(p_ids[i], p_outcomes[i], p_errors[i]);
+    FOR f IN SELECT d.id, d.hook, d.outcome, d.err
+               FROM unnest(p_ids, p_hooks, p_outcomes, p_errors) AS d(id, hook, outcome, err)
+              WHERE d.outcome <> 'ok'
+    LOOP
+        IF NOT f.id = ANY (v_group) THEN
+            PERFORM switchboard.events_outbox_done(f.id, f.outcome, f.err);
+        ELSIF f.outcome <> 'gone' AND f.hook IS NOT NULL THEN
+            PERFORM switchboard.events_hooks_tally(ARRAY[f.hook], ARRAY[1], coalesce(f.err, 'http_5xx'));
         END IF;
     END LOOP;
 END
 $$;
+COMMENT ON FUNCTION switchboard.events_outbox_done_posts(bigint[], text[], text[], text[]) IS
+  'Senders: the outcomes of a batch of POSTs (row, subscription, outcome, category), in one transaction; a group row''s failed members get rows of their own.';
+
+-- The call of a released server, which passes no subscriptions: a group row's outcomes are
+-- its members in the order the take answered them (by subscription id). Kept for a release
+-- (expand, then contract: docs/sql.md).
+CREATE OR REPLACE FUNCTION switchboard.events_outbox_done_many(p_ids bigint[], p_outcomes text[], p_errors text[])
+RETURNS void
+LANGUAGE sql AS $$
+    SELECT switchboard.events_outbox_done_posts(p_ids, ARRAY(
+               SELECT coalesce(o.hook_id, '') FROM (
+                   SELECT d.id, d.i, row_number() OVER (PARTITION BY d.id ORDER BY d.i) AS k
+                     FROM unnest(p_ids) WITH ORDINALITY AS d(id, i)) d
+                 LEFT JOIN LATERAL (
+                   SELECT CASE WHEN o.hook_ids IS NULL THEN o.hook_id
+                               ELSE (SELECT m FROM unnest(o.hook_ids) m ORDER BY m OFFSET d.k - 1 LIMIT 1) END AS hook_id
+                     FROM switchboard.event_outbox o WHERE o.id = d.id) o ON true
+                ORDER BY d.i),
+           p_outcomes, p_errors)
+$$;
 COMMENT ON FUNCTION switchboard.events_outbox_done_many(bigint[], text[], text[]) IS
-  'Senders: the outcomes of a batch of POSTs (events_outbox_done each), in one transaction.';
+  'Senders of the previous release: the outcomes of a batch of POSTs by row (a group row''s by member order), in one transaction.';
 
 -- Ends webhook subscriptions: a signed terminated envelope each (the outbox row keeps its own
 -- copy of url and secret, its hook is gone) and their pending events dropped.
@@ -777,6 +925,7 @@ DECLARE
     v_n int;
 BEGIN
     DELETE FROM switchboard.event_outbox o WHERE o.hook_id = ANY (p_hooks);
+    PERFORM switchboard.events_outbox_leave(p_hooks);
     WITH gone AS (DELETE FROM switchboard.event_hooks x WHERE x.id = ANY (p_hooks) RETURNING x.*)
     INSERT INTO switchboard.event_outbox (hook_id, message_id, body, url, secret)
     SELECT g.id, 'msg_terminated_' || replace(gen_random_uuid()::text, '-', ''),
@@ -836,8 +985,10 @@ $$;
 CREATE OR REPLACE VIEW switchboard.event_subscriptions AS
 SELECT x.id, x.endpoint_id, e.slug, x.name, x.arguments, x.url, x.refresh_before, x.active,
        x.last_delivery_at, x.last_error, x.failed_since, x.failures,
-       (SELECT count(*) FROM switchboard.event_outbox o WHERE o.hook_id = x.id) AS outbox,
-       (SELECT now() - min(o.created_at) FROM switchboard.event_outbox o WHERE o.hook_id = x.id) AS oldest_age,
+       (SELECT count(*) FROM switchboard.event_outbox o
+         WHERE o.hook_id = x.id OR o.hook_ids @> ARRAY[x.id] AND o.hook_ids IS NOT NULL) AS outbox,
+       (SELECT now() - min(o.created_at) FROM switchboard.event_outbox o
+         WHERE o.hook_id = x.id OR o.hook_ids @> ARRAY[x.id] AND o.hook_ids IS NOT NULL) AS oldest_age,
        x.created_at, x.refreshed_at
   FROM switchboard.event_hooks x
   JOIN switchboard.endpoints e ON e.id = x.endpoint_id;
@@ -870,7 +1021,7 @@ COMMENT ON FUNCTION switchboard.events_delivery_status(switchboard.event_hooks) 
 COMMENT ON FUNCTION switchboard.events_unsubscribe(uuid, text, jsonb, text) IS
   'events/unsubscribe: delete the subscription with this key and its outbox; not_found when none.';
 COMMENT ON FUNCTION switchboard.events_outbox_take(int, int) IS
-  'Senders: take due outbox rows (FOR UPDATE SKIP LOCKED), lease them and count the attempt; rows come with url, secrets and the body with its watermark.';
+  'Senders: take due outbox rows up to p_limit POSTs (FOR UPDATE SKIP LOCKED), lease them and count the attempt; one row per POST (a group row''s active members each) with url, secrets and the body with its watermark.';
 COMMENT ON FUNCTION switchboard.events_outbox_done(bigint, text, text) IS
   'Senders: the outcome of one POST (ok, gone, retry + category); backoff, abandon after 5 attempts; the subscription''s tally (events_hooks_tally).';
 COMMENT ON FUNCTION switchboard.events_failing(switchboard.event_hooks) IS

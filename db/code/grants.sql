@@ -102,6 +102,9 @@ BEGIN
         'switchboard.events_record()',
         'switchboard.events_fanout(int)',
         'switchboard.events_outbox_take(int, int)',
+        'switchboard.events_outbox_done_posts(bigint[], text[], text[], text[])',
+        -- the previous release's senders record outcomes by row (superseded by
+        -- events_outbox_done_posts, which names each POST's subscription): kept a release
         'switchboard.events_outbox_done_many(bigint[], text[], text[])',
         'switchboard.events_outbox_age()',
         -- the receiver

@@ -30,8 +30,9 @@ const (
 // while the next chunk is fanned out.
 const fanChunk = 250
 
-// lease is how long a taken row stays with this server: long enough for every row out at
+// lease is how long a taken row stays with this server: long enough for every POST out at
 // once to wait its turn for a sender and run to requestTimeout (30 s with the values above).
+// A take is at most batch POSTs (a group row has at most 128 members, events_group_max).
 // A server that dies leaves its rows to another after this.
 const lease = requestTimeout*((inflight*batch+senders-1)/senders) + 10*time.Second
 
@@ -235,7 +236,7 @@ loop:
 }
 
 func (r *Runner) send(it store.OutboxItem) store.OutboxOutcome {
-	o := store.OutboxOutcome{ID: it.ID}
+	o := store.OutboxOutcome{ID: it.ID, HookID: it.HookID}
 	if len(it.Body) > MaxBody {
 		o.Outcome = "gone" // never sendable; the data says payload_omitted well before this
 	} else {

@@ -68,8 +68,9 @@ type OutboxItem struct {
 	Attempts  int
 }
 
-// OutboxTake: switchboard.events_outbox_take — up to limit due rows, leased to this sender
-// for lease (whole seconds, at least one).
+// OutboxTake: switchboard.events_outbox_take — due rows up to limit POSTs (a group row is one
+// POST per member, all in the same take), leased to this sender for lease (whole seconds, at
+// least one).
 func (s *Store) OutboxTake(ctx context.Context, limit int, lease time.Duration) ([]OutboxItem, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, hook_id, url, secrets, message_id, body::text, attempts
 	                                  FROM switchboard.events_outbox_take($1, $2)`, limit, max(1, int(lease/time.Second)))
@@ -97,19 +98,22 @@ func (s *Store) OutboxTake(ctx context.Context, limit int, lease time.Duration) 
 // with its lastError category.
 type OutboxOutcome struct {
 	ID       int64
+	HookID   string
 	Outcome  string
 	Category *string
 }
 
-// OutboxDone: switchboard.events_outbox_done_many — the outcomes of a batch, one transaction.
+// OutboxDone: switchboard.events_outbox_done_posts — the outcomes of a batch, one transaction
+// (a group row's POSTs are told apart by their subscription).
 func (s *Store) OutboxDone(ctx context.Context, outcomes []OutboxOutcome) error {
 	ids := make([]int64, len(outcomes))
+	hooks := make([]string, len(outcomes))
 	out := make([]string, len(outcomes))
 	cats := make([]*string, len(outcomes))
 	for i, o := range outcomes {
-		ids[i], out[i], cats[i] = o.ID, o.Outcome, o.Category
+		ids[i], hooks[i], out[i], cats[i] = o.ID, o.HookID, o.Outcome, o.Category
 	}
-	if _, err := s.pool.Exec(ctx, `SELECT switchboard.events_outbox_done_many($1, $2, $3)`, ids, out, cats); err != nil {
+	if _, err := s.pool.Exec(ctx, `SELECT switchboard.events_outbox_done_posts($1, $2, $3, $4)`, ids, hooks, out, cats); err != nil {
 		return Classify(err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package sqltest
 import (
 	"encoding/base64"
 	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -546,7 +547,7 @@ func TestEventsSuspensionByFailureRate(t *testing.T) {
 }
 
 // The fan-out reads once per group of subscriptions that share (name, endpoint, arguments,
-// position) and copies for every member: each subscription still gets exactly its own events,
+// position) and writes one row per event for the group (its members in hook_ids): each subscription still gets exactly its own events,
 // whatever its arguments and position, once; also when it runs in chunks of subscriptions.
 func TestEventsFanoutGroups(t *testing.T) {
 	d := fresh(t)
@@ -571,7 +572,10 @@ func TestEventsFanoutGroups(t *testing.T) {
 	again := sub(`{}`, "https://example.com/d", nil)                     // like all
 	other := sub(`{"queue": "other"}`, "https://example.com/e", &before) // older, and narrower
 	outbox := func() map[string][]string {
-		rows, err := d.Query(ctx(), `SELECT hook_id, message_id, body ->> 'eventId' FROM switchboard.event_outbox ORDER BY id`)
+		// A group row stands for each of its members.
+		rows, err := d.Query(ctx(), `SELECT m, message_id, body ->> 'eventId'
+		                               FROM switchboard.event_outbox o, unnest(coalesce(o.hook_ids, ARRAY[o.hook_id])) m
+		                              ORDER BY o.id, m`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -631,4 +635,168 @@ func TestEventsFanoutGroups(t *testing.T) {
 	}
 	check("second fan-out", map[string][]string{
 		all: {t3, t4}, inbox: {t4}, replay: {t3, t4}, again: {t3, t4}, other: {t3}})
+}
+
+// A group row is one outbox row per event for subscriptions that share event type, endpoint
+// and arguments (whatever their positions): the take expands it to a POST per active member (one that left is not sent), only a member whose POST
+// failed gets a row of its own (retried as any row), and the group row goes once every member
+// has an outcome; a taken row whose sender died is sent again to the members not yet recorded.
+func TestEventsOutboxGroupRow(t *testing.T) {
+	d := fresh(t)
+	ep := d.vend("alice", "worker", "inbox")
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	hooks := map[string]string{}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		var raw []byte
+		if err := d.QueryRow(ctx(), `SELECT switchboard.events_subscribe($1, 'todo.claimable', '{}', $2, $3, NULL, NULL, NULL, true)`,
+			ep, "https://example.com/"+name, secret).Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		var res struct{ ID string }
+		_ = json.Unmarshal(raw, &res)
+		hooks[res.ID] = name
+	}
+	fanout := func(title string) {
+		t.Helper()
+		d.create(ep, "inbox", title)
+		d.record()
+		d.exec(`SELECT switchboard.events_fanout()`)
+	}
+	type post struct {
+		ID      int64
+		Hook    string
+		Message string
+	}
+	take := func(lease int) []post {
+		t.Helper()
+		rows, err := d.Query(ctx(), `SELECT id, hook_id, message_id, body ? 'cursor' FROM switchboard.events_outbox_take(10, $1)`, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []post
+		for rows.Next() {
+			var p post
+			var cursor bool
+			if err := rows.Scan(&p.ID, &p.Hook, &p.Message, &cursor); err != nil {
+				t.Fatal(err)
+			}
+			if !cursor {
+				t.Fatalf("POST to %s without its watermark cursor", hooks[p.Hook])
+			}
+			p.Hook = hooks[p.Hook]
+			out = append(out, p)
+		}
+		return out
+	}
+	names := func(ps []post) string {
+		var s []string
+		for _, p := range ps {
+			s = append(s, p.Hook)
+		}
+		sort.Strings(s)
+		return strings.Join(s, ",")
+	}
+	done := func(ps []post, outcomes ...string) {
+		t.Helper()
+		ids, hs, errs := make([]int64, len(ps)), make([]string, len(ps)), make([]*string, len(ps))
+		cat := "http_5xx"
+		for i, p := range ps {
+			ids[i] = p.ID
+			for id, n := range hooks {
+				if n == p.Hook {
+					hs[i] = id
+				}
+			}
+			if outcomes[i] == "retry" {
+				errs[i] = &cat
+			}
+		}
+		d.exec(`SELECT switchboard.events_outbox_done_posts($1, $2, $3, $4)`, ids, hs, outcomes, errs)
+	}
+	outbox := func() string { // each row: its subscription, or its members
+		var s string
+		if err := d.QueryRow(ctx(), `SELECT coalesce(string_agg(coalesce(array_to_string(hook_ids, '+'), hook_id), ' ' ORDER BY id), '')
+		                               FROM switchboard.event_outbox`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		for id, n := range hooks {
+			s = strings.ReplaceAll(s, id, n)
+		}
+		return s
+	}
+
+	// Each subscribed at its own position (its subscribe's snapshot): still one group row.
+	fanout("second")
+	if got := outbox(); strings.Count(got, "+") != 3 || strings.Contains(got, " ") {
+		t.Fatalf("one group row for the four: %q", got)
+	}
+	// d leaves between the fan-out and the take: it is not sent.
+	if _, err := d.Exec(ctx(), `SELECT switchboard.events_unsubscribe($1, 'todo.claimable', '{}', 'https://example.com/d')`, ep); err != nil {
+		t.Fatal(err)
+	}
+	got := take(30)
+	if names(got) != "a,b,c" || got[0].ID != got[2].ID || got[0].Message != got[2].Message {
+		t.Fatalf("take of the group row: %+v", got)
+	}
+	outcomes := map[string]string{"a": "ok", "b": "retry", "c": "ok"}
+	var list []string
+	for _, p := range got {
+		list = append(list, outcomes[p.Hook])
+	}
+	done(got, list...)
+	if o := outbox(); o != "b" {
+		t.Fatalf("outbox after one member failed: %q, want b's retry row only", o)
+	}
+	var lastError *string
+	var delivered bool
+	if err := d.QueryRow(ctx(), `SELECT (SELECT last_error FROM switchboard.event_hooks WHERE url LIKE '%/b'),
+	                                    (SELECT last_delivery_at IS NOT NULL FROM switchboard.event_hooks WHERE url LIKE '%/a')`).
+		Scan(&lastError, &delivered); err != nil || lastError == nil || *lastError != "http_5xx" || !delivered {
+		t.Fatalf("tally: b %v, a delivered %v, %v", lastError, delivered, err)
+	}
+	d.exec(`UPDATE switchboard.event_outbox SET next_at = now()`) // the backoff is over
+	retry := take(30)
+	if names(retry) != "b" || retry[0].Message != got[0].Message {
+		t.Fatalf("retry: %+v", retry)
+	}
+	d.exec(`SELECT switchboard.events_outbox_done($1, 'ok')`, retry[0].ID)
+
+	// A sender records a only, then dies: after the lease, b and c are sent again; c was
+	// suspended meanwhile, so its event waits in a row of its own for the refresh.
+	fanout("third")
+	got = take(30)
+	if names(got) != "a,b,c" {
+		t.Fatalf("take: %+v", got)
+	}
+	for _, p := range got {
+		if p.Hook == "a" {
+			done([]post{p}, "ok")
+		}
+	}
+	d.exec(`UPDATE switchboard.event_outbox SET leased_until = now()`)
+	d.exec(`UPDATE switchboard.event_hooks SET active = false WHERE url LIKE '%/c'`)
+	again := take(30)
+	if names(again) != "b" || again[0].Message != got[0].Message {
+		t.Fatalf("after the lease: %+v", again)
+	}
+	done(again, "ok")
+	if o := outbox(); o != "c" {
+		t.Fatalf("outbox: %q, want c's own row", o)
+	}
+	d.exec(`UPDATE switchboard.event_hooks SET active = true`)
+	d.exec(`DELETE FROM switchboard.event_outbox`)
+
+	// A released server's call (no subscriptions): outcomes by the take's order.
+	fanout("fourth")
+	got = take(30)
+	if names(got) != "a,b,c" {
+		t.Fatalf("take: %+v", got)
+	}
+	ids := []int64{got[0].ID, got[1].ID, got[2].ID}
+	list = []string{outcomes[got[0].Hook], outcomes[got[1].Hook], outcomes[got[2].Hook]}
+	d.exec(`SELECT switchboard.events_outbox_done_many($1, $2, $3)`, ids, list, []*string{nil, nil, nil})
+	if o := outbox(); o != "b" {
+		t.Fatalf("outbox after the released server's outcomes: %q, want b", o)
+	}
 }

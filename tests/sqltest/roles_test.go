@@ -22,7 +22,7 @@ const insufficientPrivilege = "42501"
 // previousRelease are entry points the server no longer calls but the previous release's does:
 // the runtime keeps them for one release, so a rolling upgrade loses no call (expand and
 // contract; grants.sql says which replaced which).
-var previousRelease = []string{"webhook_by_token", "endpoint_resolve"}
+var previousRelease = []string{"webhook_by_token", "endpoint_resolve", "events_outbox_done_many"}
 
 // serverSQLFunctions lists the switchboard functions named in the SQL of the server's Go code
 // (string literals of server/; tests, the vendored SDK and the CLI's queries excluded: those are
