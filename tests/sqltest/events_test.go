@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // poll calls events_poll and decodes the answer.
@@ -59,6 +61,20 @@ func (d *DB) settle() {
 			d.t.Fatal("a transaction in the cluster stayed open for 20 s")
 		}
 	}
+}
+
+// outboxMessages lists the outbox's webhook-ids (one per row, group rows once) in the order given.
+func (d *DB) outboxMessages(order string) []string {
+	d.t.Helper()
+	rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY `+order)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return ids
 }
 
 // A todo becomes a todo.claimable occurrence once the recorder ran; a poll from a null cursor
@@ -317,17 +333,7 @@ func TestEventsRefreshAfterLapseReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.exec(`SELECT switchboard.events_fanout()`)
-	rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY xact, seq`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for rows.Next() {
-		var m string
-		_ = rows.Scan(&m)
-		got = append(got, m)
-	}
-	rows.Close()
+	got := d.outboxMessages("xact, seq")
 	if len(got) != 3 || got[0] != "todo_"+ids[0]+"_0" || got[1] != "todo_"+ids[1]+"_0" || got[2] != "todo_"+ids[2]+"_0" {
 		t.Fatalf("replayed %v, want a, b, c", got)
 	}
@@ -368,19 +374,7 @@ func TestEventsGapEnvelope(t *testing.T) {
 		ep, secret, old).Scan(&raw); err != nil || !strings.Contains(string(raw), `"truncated": true`) {
 		t.Fatalf("subscribe: %s %v", raw, err)
 	}
-	outbox := func() (ids []string) {
-		rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY id`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var m string
-			_ = rows.Scan(&m)
-			ids = append(ids, m)
-		}
-		return ids
-	}
+	outbox := func() []string { return d.outboxMessages("id") }
 	d.exec(`SELECT switchboard.events_fanout()`) // waits for the gap envelope
 	if got := outbox(); len(got) != 1 || !strings.HasPrefix(got[0], "msg_gap_") {
 		t.Fatalf("outbox before the gap went out: %v", got)
@@ -428,19 +422,7 @@ func TestEventsSubscribeMaxAgeFloorsReplay(t *testing.T) {
 	if _, err := d.Exec(ctx(), sub, ep, secret, old, -1); sqlstate(err) != invalidArgument {
 		t.Fatalf("negative maxAgeMs: %v", err)
 	}
-	outbox := func() (ids []string) {
-		rows, err := d.Query(ctx(), `SELECT message_id FROM switchboard.event_outbox ORDER BY xact, seq`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var m string
-			_ = rows.Scan(&m)
-			ids = append(ids, m)
-		}
-		return ids
-	}
+	outbox := func() []string { return d.outboxMessages("xact, seq") }
 	var raw []byte
 	if err := d.QueryRow(ctx(), sub, ep, secret, old, 300000).Scan(&raw); err != nil || !strings.Contains(string(raw), `"truncated": true`) {
 		t.Fatalf("subscribe with maxAgeMs: %s %v", raw, err)
