@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,12 +66,7 @@ func (r *eventsReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 func eventsSection(ctx context.Context, b *Bench) ([]Row, error) {
-	dir, err := os.MkdirTemp("", "switchboard-bench-events")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	bin, err := mcpbench.Build(ctx, dir)
+	bin, err := b.ServerBin(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"switchboard/server"
+	"switchboard/tests/e2e/mcpbench"
 	"switchboard/tests/testdb"
 )
 
@@ -87,10 +88,46 @@ type Config struct {
 
 // Bench is what a section gets: the config and helpers for databases, sessions and timed runs.
 type Bench struct {
-	Cfg   Config
-	log   io.Writer
-	mu    sync.Mutex
-	drops []func()
+	Cfg    Config
+	log    io.Writer
+	mu     sync.Mutex
+	drops  []func()
+	dir    string // the run's build directory (BuildDir)
+	server string // switchboard serve's binary there (ServerBin)
+}
+
+// BuildDir is a directory for the run's compiled programs, made on first use and removed when
+// the program ends.
+func (b *Bench) BuildDir() (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dir == "" {
+		dir, err := os.MkdirTemp("", "switchboard-bench")
+		if err != nil {
+			return "", err
+		}
+		b.dir = dir
+		b.drops = append(b.drops, func() { os.RemoveAll(dir) })
+	}
+	return b.dir, nil
+}
+
+// ServerBin compiles switchboard once per run (every section that starts servers shares it).
+func (b *Bench) ServerBin(ctx context.Context) (string, error) {
+	dir, err := b.BuildDir()
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.server == "" {
+		bin, err := mcpbench.Build(ctx, dir)
+		if err != nil {
+			return "", err
+		}
+		b.server = bin
+	}
+	return b.server, nil
 }
 
 // Logf prints progress on stderr with -v.

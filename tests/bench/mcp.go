@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"switchboard/tests/e2e/mcpbench"
@@ -34,12 +33,11 @@ func mcpSection(ctx context.Context, b *Bench) ([]Row, error) {
 	}
 	mcpbench.Postmaster = postmaster
 	defer func() { mcpbench.Postmaster = 0 }()
-	dir, err := os.MkdirTemp("", "switchboard-bench")
+	dir, err := b.BuildDir()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	bin, err := mcpbench.Build(ctx, dir)
+	bin, err := b.ServerBin(ctx)
 	if err != nil {
 		return nil, err
 	}

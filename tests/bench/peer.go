@@ -74,12 +74,7 @@ func peerSection(ctx context.Context, b *Bench) ([]Row, error) {
 	mcpbench.Postmaster = postmaster // the drives count this cluster's CPU, not the machine's
 	defer func() { mcpbench.Postmaster = 0 }()
 
-	dir, err := os.MkdirTemp("", "switchboard-bench")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	bin, err := mcpbench.Build(ctx, dir)
+	bin, err := b.ServerBin(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -73,12 +73,7 @@ func (r scaleResult) perSession(v int64) float64 {
 }
 
 func sessionsSection(ctx context.Context, b *Bench) ([]Row, error) {
-	dir, err := os.MkdirTemp("", "switchboard-bench")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	bin, err := mcpbench.Build(ctx, dir)
+	bin, err := b.ServerBin(ctx)
 	if err != nil {
 		return nil, err
 	}

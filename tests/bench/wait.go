@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,12 +35,7 @@ func waitSection(ctx context.Context, b *Bench) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "switchboard-bench-wait")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	bin, err := mcpbench.Build(ctx, dir)
+	bin, err := b.ServerBin(ctx)
 	if err != nil {
 		return nil, err
 	}
