@@ -406,13 +406,7 @@ func TestEventsTerminatedOnGrantRevoke(t *testing.T) {
 func openEventStream(t *testing.T, url, cred string, params map[string]any) (*http.Response, *bufio.Reader, map[string]any) {
 	t.Helper()
 	params["_meta"] = modernMeta(nil)
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "stream-1", "method": "events/stream", "params": params})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+cred)
-	req.Header.Set("MCP-Protocol-Version", modernVersion)
-	req.Header.Set("Mcp-Method", "events/stream")
+	req := modernRequest(url, cred, "events/stream", map[string]any{"jsonrpc": "2.0", "id": "stream-1", "method": "events/stream", "params": params})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,14 +21,8 @@ func rawListen(t *testing.T, endpoint, cred string) (net.Conn, *http.Response, *
 		t.Fatal(err)
 	}
 	caps := map[string]any{"experimental": map[string]any{"claude/channel": map[string]any{}}}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+	req := modernRequest(endpoint, cred, "subscriptions/listen", map[string]any{"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
 		"params": map[string]any{"_meta": modernMeta(caps), "notifications": map[string]any{}}})
-	req, _ := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+cred)
-	req.Header.Set("MCP-Protocol-Version", modernVersion)
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
 	conn, err := net.Dial("tcp", u.Host)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,19 @@ func modernMeta(caps map[string]any) map[string]any {
 	}
 }
 
+// modernRequest builds a 2026-07-28 POST of msg (a JSON-RPC message) with the headers a client
+// sends; mcpMethod is the Mcp-Method header (a test of a mismatch names another method).
+func modernRequest(url, cred, mcpMethod string, msg map[string]any) *http.Request {
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("MCP-Protocol-Version", modernVersion)
+	req.Header.Set("Mcp-Method", mcpMethod)
+	return req
+}
+
 // modernPost sends one 2026-07-28 request; name is the Mcp-Name header ("" none).
 func modernPost(t *testing.T, url, cred, method, name string, params map[string]any) (*http.Response, map[string]any) {
 	t.Helper()
@@ -40,13 +53,7 @@ func modernPost(t *testing.T, url, cred, method, name string, params map[string]
 	if _, ok := params["_meta"]; !ok {
 		params["_meta"] = modernMeta(nil)
 	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+cred)
-	req.Header.Set("MCP-Protocol-Version", modernVersion)
-	req.Header.Set("Mcp-Method", method)
+	req := modernRequest(url, cred, method, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	if name != "" {
 		req.Header.Set("Mcp-Name", name)
 	}
@@ -128,14 +135,8 @@ func TestModernToolCallFirst(t *testing.T) {
 func TestModernHeaderMismatch(t *testing.T) {
 	e := newEnv(t)
 	ep := e.vend("mismatch", []string{"inbox"}, nil)
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/list",
+	req := modernRequest(e.url(ep), ep.Cred, "tools/call", map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/list",
 		"params": map[string]any{"_meta": modernMeta(nil)}})
-	req, _ := http.NewRequest(http.MethodPost, e.url(ep), bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+ep.Cred)
-	req.Header.Set("MCP-Protocol-Version", modernVersion)
-	req.Header.Set("Mcp-Method", "tools/call")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -184,14 +185,8 @@ func TestModernRevoked(t *testing.T) {
 // openListen opens a subscriptions/listen stream and returns it once its ack arrived.
 func openListen(t *testing.T, url, cred string, caps map[string]any, notifications map[string]any) (*http.Response, *bufio.Reader) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+	req := modernRequest(url, cred, "subscriptions/listen", map[string]any{"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
 		"params": map[string]any{"_meta": modernMeta(caps), "notifications": notifications}})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+cred)
-	req.Header.Set("MCP-Protocol-Version", modernVersion)
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
